@@ -1,0 +1,1 @@
+"""The modules behind each ``admire`` subcommand (see ``admire.cli``)."""
