@@ -28,7 +28,7 @@ POINTER_ACTIONS = ("click", "double_tap", "long_press")
 ACTION_KEYS = tuple(Action.model_fields)
 
 # Accept the spellings models actually produce for the statuses AndroidWorld knows.
-_STATUS_ALIASES = {"completed": "complete", "success": "complete", "done": "complete",
+_STATUS_ALIASES = {"complete": "complete", "completed": "complete", "success": "complete", "done": "complete",
                    "task_complete": "complete", "infeasible": "infeasible",
                    "impossible": "infeasible", "task_impossible": "infeasible"}
 
@@ -187,7 +187,7 @@ def parse_model_output(text: object) -> ParseResult:
     """
     try:
         return _parse(text)
-    except Exception as exc:  # noqa: BLE001 - the contract is "never raises"
+    except Exception as exc:
         raw = text if isinstance(text, str) else repr(text)
         return ParseResult(raw=raw, action=None, error=f"unreadable output ({type(exc).__name__})")
 
@@ -431,6 +431,8 @@ def describe(action: Action, observation: Observation | None = None) -> str:
     kind = action.action_type
     element = target_element(action, observation)
     if kind in _POINTER_VERBS:
+        if element is None and action.index is not None:
+            return f"{_POINTER_VERBS[kind]} element {action.index}, which is not on the screen"
         if element is None:
             return f"{_POINTER_VERBS[kind]} at ({action.x or 0:.0f}, {action.y or 0:.0f})"
         if kind == "click" and element.is_checkable:

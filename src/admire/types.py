@@ -33,7 +33,7 @@ class Frozen(BaseModel):
         return self.model_dump_json(exclude_defaults=False)
 
     @classmethod
-    def from_json(cls, text: str | bytes):  # noqa: ANN206 - returns cls
+    def from_json(cls, text: str | bytes):
         return cls.model_validate_json(text)
 
 
