@@ -1,0 +1,1 @@
+"""Policies behind one protocol (``agent.base.Policy``): ``dom`` on the CPU, VLMs at scale."""
