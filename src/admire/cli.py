@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS: dict[str, str] = {
-    "demo": "admire.commands.demo",
+    "train": "admire.commands.train",
+    "eval": "admire.commands.eval",
     "milestones": "admire.commands.milestones",
     "bench": "admire.commands.bench",
 }

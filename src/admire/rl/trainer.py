@@ -1,0 +1,379 @@
+"""The CPU training loop, top to bottom (in the manner of CleanRL's single-file algorithms).
+
+for each epoch:  sample tasks → roll out groups → update the milestone bank from successes →
+rewards → advantages → PPO-clip update → (evaluate greedily on held-out seeds) → log → checkpoint.
+
+Everything a resumed run needs is in ``runs/<name>``: the checkpoint holds the policy, optimizer, RNG
+states, the next epoch and the bank version; an epoch whose rollouts finished but whose update did not
+is resumed from its written trajectories, so no finished trajectory is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import random
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from admire.agent.base import Decision, Policy, make_policy
+from admire.config import first
+from admire.envs import make_env
+from admire.envs.suites import Suite, get_suite
+from admire.milestones.bank import MilestoneBank, milestone_key
+from admire.milestones.generator import make_generator
+from admire.milestones.matcher import Matcher
+from admire.milestones.update import update_bank
+from admire.rewards import RewardConfig, score_batch
+from admire.rl.advantages import compute_advantages, group_samples
+from admire.rl.ppo import PPOConfig, Sample, ppo_update
+from admire.rl.rollout import RolloutStats, collect, group_requests
+from admire.runs import RunDir
+from admire.report import plot_learning_curve
+from admire.tracking import Tracker, read_metrics, truncate_metrics
+from admire.types import Task, Trajectory
+
+logger = logging.getLogger("admire.trainer")
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint restores besides the weights."""
+
+    epoch: int = 0  # the next epoch to run
+    env_steps: int = 0
+    wall_s: float = 0.0
+    baseline: dict[str, float] | None = None
+
+
+def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any]:
+    """Train the policy described by ``cfg`` into ``run``; returns the summary (also in summary.json)."""
+    configure_threads(cfg.trainer.threads)
+    seed_everything(int(cfg.run.seed))
+    suite = get_suite(cfg.env.suite)
+    reward_cfg = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    ppo_cfg = PPOConfig(
+        epochs=int(cfg.actor_rollout_ref.actor.ppo_epochs),
+        minibatch_size=int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size),
+        clip_low=float(cfg.actor_rollout_ref.actor.clip_ratio_low),
+        clip_high=float(cfg.actor_rollout_ref.actor.clip_ratio_high),
+        kl_coef=float(cfg.actor_rollout_ref.actor.kl_coef),
+        max_grad_norm=float(cfg.actor_rollout_ref.actor.max_grad_norm),
+    )
+    policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
+                         hidden=int(cfg.actor_rollout_ref.model.hidden))
+    if cfg.actor_rollout_ref.model.path:
+        policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
+    optimizer = torch.optim.Adam(policy.parameters(), lr=float(cfg.actor_rollout_ref.actor.lr))
+    reference = copy.deepcopy(policy) if ppo_cfg.kl_coef > 0 else None
+    update_rng = random.Random(int(cfg.run.seed))
+
+    with ExitStack() as stack:
+        bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
+        stack.callback(bank.close)
+        if cfg.milestone_reward.mode == "static" and cfg.milestone_reward.static_path and not bank.keys():
+            bank.import_json(cfg.milestone_reward.static_path, freeze=True)
+        matcher = Matcher(threshold=reward_cfg.threshold) if reward_cfg.matches_milestones else None
+        generator = make_generator(cfg.milestone_reward.generator,
+                                   **_generator_options(cfg.milestone_reward))
+        envs = make_envs(cfg, stack)
+
+        state = TrainState()
+        checkpoint = run.load_checkpoint()
+        if checkpoint is not None:
+            state = restore(checkpoint, policy, optimizer, bank, update_rng)
+            logger.info("resuming %s at epoch %d (bank version %d)", run.path, state.epoch, bank.version)
+        truncate_metrics(run.metrics, before_step=state.epoch)
+        tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
+                          tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
+                          wandb=cfg.tracking.wandb)
+        stack.callback(tracker.close)
+        progress = stack.enter_context(TrainingProgress(int(cfg.trainer.total_epochs), state.epoch, console))
+        max_steps = int(cfg.env.max_steps)
+        started = time.perf_counter() - state.wall_s
+
+        if state.baseline is None:
+            progress.status("evaluating the untrained policy")
+            state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats())
+
+        for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
+            # 1. Sample tasks and roll out one group of `rollout.n` episodes per task.
+            stats = RolloutStats()
+            trajectories = run.read_trajectories("train", epoch)  # an interrupted epoch keeps its rollouts
+            if trajectories is None:
+                tasks = suite.sample_train(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed))
+                progress.status(f"epoch {epoch}: rolling out {len(tasks)} groups")
+                trajectories = collect(group_requests(tasks, int(cfg.actor_rollout_ref.rollout.n)), envs, policy,
+                                       max_steps=max_steps, epoch=epoch, stats=stats,
+                                       keep_screenshots=bool(cfg.env.screenshots))
+                run.write_trajectories("train", epoch, trajectories)
+            usable = [t for t in trajectories if not t.excluded]
+
+            # 2. Milestones: distil from this batch's successes before scoring it (METHOD §2, order).
+            changes = []
+            if reward_cfg.matches_milestones and cfg.milestone_reward.update_before_reward:
+                changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
+                                      run=run.path.name, epoch=epoch)
+
+            # 3. Rewards for every step, then step-level advantages per group.
+            def milestones_of(trajectory: Trajectory) -> Sequence[str]:
+                entry = bank.get(milestone_key(trajectory, key=cfg.milestone_reward.key))
+                return entry.milestones if entry is not None else ()
+
+            rewards = score_batch(usable, milestones_of, matcher, reward_cfg, epoch)
+            samples, adv_info = build_samples(usable, rewards, cfg.algorithm.adv_estimator)
+
+            # 4. PPO-clip update.
+            policy.train()
+            update = ppo_update(policy, optimizer, samples, ppo_cfg, update_rng, reference=reference)
+            policy.eval()
+            if reward_cfg.matches_milestones and not cfg.milestone_reward.update_before_reward:
+                changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
+                                      run=run.path.name, epoch=epoch)
+
+            # 5. Evaluate on held-out seeds now and then.
+            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, adv_info, bank, changes)
+            if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
+                progress.status(f"epoch {epoch}: evaluating")
+                evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats())
+                metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
+
+            # 6. Log and checkpoint.
+            state.epoch, state.env_steps = epoch + 1, state.env_steps + stats.env_steps
+            state.wall_s = time.perf_counter() - started
+            metrics.update({"env_steps_total": state.env_steps, "wall_s": state.wall_s})
+            run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state), epoch,
+                                keep=int(cfg.trainer.keep_checkpoints))
+            tracker.log(metrics, step=epoch)
+            progress.advance(metrics)
+
+        progress.status("final evaluation")
+        final = evaluate(policy, envs, suite, cfg, run, epoch=int(cfg.trainer.total_epochs), stats=RolloutStats())
+        summary = {
+            "run": run.path.name,
+            "suite": suite.name,
+            "reward_mode": reward_cfg.mode,
+            "epochs": int(cfg.trainer.total_epochs),
+            "env_steps": state.env_steps,
+            "wall_s": time.perf_counter() - started,
+            "before": state.baseline,
+            "after": final,
+            "bank_version": bank.version,
+        }
+        run.write_summary(summary)
+        plot_learning_curve(read_metrics(run.metrics), run.report / "learning_curve.png")
+    return summary
+
+
+# --------------------------------------------------------------------------------------------------
+# The pieces the loop calls
+# --------------------------------------------------------------------------------------------------
+
+
+def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
+    """Load a policy from a checkpoint (or run directory) and evaluate it greedily on ``cfg.env.suite``."""
+    configure_threads(cfg.trainer.threads)
+    seed_everything(int(cfg.run.seed))
+    policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
+                         hidden=int(cfg.actor_rollout_ref.model.hidden))
+    policy.load_state_dict(load_policy_weights(checkpoint))
+    policy.eval()
+    with ExitStack() as stack:
+        envs = make_envs(cfg, stack)
+        return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats())
+
+
+def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
+    """``env.max_envs`` environments of the first backend in ``env.src``, closed when ``stack`` unwinds."""
+    envs = []
+    for _ in range(int(first(cfg.env.max_envs))):
+        env = make_env(first(cfg.env.src), max_steps=int(cfg.env.max_steps), screenshots=bool(cfg.env.screenshots))
+        stack.callback(env.close)
+        envs.append(env)
+    return envs
+
+
+def build_samples(
+    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], estimator: str
+) -> tuple[list[Sample], dict[str, float]]:
+    """PPO samples from scored trajectories: advantages are computed per group (same task and seed)."""
+    groups: dict[tuple[str, int, int], list[int]] = defaultdict(list)
+    for i, trajectory in enumerate(trajectories):
+        groups[(trajectory.task.name, trajectory.task.seed, trajectory.group)].append(i)
+    samples: list[Sample] = []
+    dropped = 0
+    for members in groups.values():
+        result = compute_advantages(estimator, group_samples([trajectories[i] for i in members],
+                                                             [rewards[i] for i in members]))
+        if not result.keep:
+            dropped += 1
+            continue
+        for i, advantages in zip(members, result.advantages, strict=True):
+            if advantages is None:
+                continue
+            trajectory = trajectories[i]
+            for step, advantage in zip(trajectory.steps, advantages, strict=True):
+                if step.log_prob is None:
+                    continue
+                history = trajectory.steps[: step.index]
+                samples.append(Sample(Decision(step.observation, tuple(history), step.raw_output),
+                                      old_log_prob=step.log_prob, advantage=advantage))
+    return samples, {"groups": len(groups), "groups_dropped": dropped}
+
+
+def evaluate(
+    policy: Policy, envs: Sequence[Any], suite: Suite, cfg: DictConfig, run: RunDir | None, *, epoch: int,
+    stats: RolloutStats,
+) -> dict[str, float]:
+    """Greedy success on held-out seeds, per task and on average; trajectories kept in the run."""
+    tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes))
+    with torch.no_grad():
+        trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
+                               greedy=True, epoch=max(epoch, 0), stats=stats)
+    if run is not None:
+        run.write_trajectories("eval", epoch + 1, trajectories)
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for trajectory in trajectories:
+        if not trajectory.excluded:
+            per_task[trajectory.task.name].append(trajectory.outcome)
+    result = {f"success/{name}": float(np.mean(values)) for name, values in sorted(per_task.items())}
+    result["success"] = float(np.mean([result[k] for k in result])) if result else 0.0
+    return result
+
+
+def epoch_metrics(
+    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], usable: Sequence[Trajectory],
+    stats: RolloutStats, update: dict[str, float], adv_info: dict[str, float], bank: MilestoneBank,
+    changes: Sequence[Any],
+) -> dict[str, float]:
+    steps = [b for breakdowns in rewards for b in breakdowns]
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for trajectory in usable:
+        per_task[trajectory.task.name].append(trajectory.outcome)
+    keys_seen = {milestone_key(t, key="task") for t in usable}
+    with_milestones = [b for b in steps if b.num_milestones > 0]
+    metrics: dict[str, float] = {
+        "train/success": float(np.mean([t.outcome for t in usable])) if usable else 0.0,
+        "train/episodes": len(trajectories),
+        "train/env_errors": sum(t.excluded for t in trajectories),
+        "train/steps_per_episode": float(np.mean([len(t.steps) for t in usable])) if usable else 0.0,
+        "train/format_valid": float(np.mean([s.format_valid for t in usable for s in t.steps])) if steps else 1.0,
+        "reward/total": float(np.mean([b.total for b in steps])) if steps else 0.0,
+        "reward/outcome": float(np.mean([b.outcome for b in steps])) if steps else 0.0,
+        "reward/format": float(np.mean([b.format for b in steps])) if steps else 0.0,
+        "reward/milestone": float(np.mean([b.milestone for b in steps])) if steps else 0.0,
+        "reward/process": float(np.mean([b.process for b in steps])) if steps else 0.0,
+        "milestones/coverage": bank.coverage(keys_seen) if keys_seen else 0.0,
+        "milestones/hit_rate": (float(np.mean([b.hits / b.num_milestones for b in with_milestones]))
+                                if with_milestones else 0.0),
+        "milestones/updates": sum(1 for c in changes if c.changed),
+        "milestones/bank_version": bank.version,
+        "env/steps": stats.env_steps,
+        "env/steps_per_s": stats.steps_per_s,
+        "env/reruns": stats.reruns,
+        "ppo/loss": update["loss"],
+        "ppo/clip_frac": update["clip_frac"],
+        "ppo/approx_kl": update["approx_kl"],
+        "ppo/ref_kl": update["ref_kl"],
+        "adv/groups_dropped": adv_info["groups_dropped"],
+    }
+    metrics.update({f"train/success/{name}": float(np.mean(v)) for name, v in sorted(per_task.items())})
+    return metrics
+
+
+def checkpoint_state(
+    policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random, state: TrainState
+) -> dict[str, Any]:
+    return {
+        "policy": policy.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+                "update": rng.getstate()},
+        "bank_version": bank.version,
+        "state": state.__dict__.copy(),
+    }
+
+
+def restore(
+    checkpoint: dict[str, Any], policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank,
+    rng: random.Random,
+) -> TrainState:
+    policy.load_state_dict(checkpoint["policy"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    random.setstate(checkpoint["rng"]["python"])
+    np.random.set_state(checkpoint["rng"]["numpy"])
+    torch.set_rng_state(checkpoint["rng"]["torch"])
+    rng.setstate(checkpoint["rng"]["update"])
+    bank.rollback(int(checkpoint["bank_version"]))  # drop lists written after the checkpoint
+    return TrainState(**checkpoint["state"])
+
+
+def load_policy_weights(path: Path) -> dict[str, Any]:
+    """Weights from a checkpoint file or a run directory (its latest checkpoint)."""
+    if path.is_dir():
+        path = RunDir(path).checkpoints / "latest.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"no policy checkpoint at {path}")
+    data = torch.load(path, map_location="cpu", weights_only=False)
+    return data["policy"] if "policy" in data else data
+
+
+def configure_threads(setting: Any) -> int:
+    """One torch thread on small machines: two threads under load measured 30× slower on 2 cores."""
+    threads = 1 if setting in (None, "auto") and (os.cpu_count() or 1) <= 4 else setting
+    threads = int(threads) if threads not in (None, "auto") else max(1, (os.cpu_count() or 1) // 2)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _generator_options(section: DictConfig) -> dict[str, Any]:
+    if section.generator != "llm":
+        return {}
+    return dict(OmegaConf.to_container(section.llm, resolve=True))  # base_url, model, api_key_env…
+
+
+class TrainingProgress:
+    """A rich progress bar over epochs with ETA and the live training success rate."""
+
+    def __init__(self, total: int, completed: int, console: Any = None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]epoch {task.completed}/{task.total}"), BarColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task("train", total=total, completed=completed, info="starting")
+
+    def __enter__(self) -> TrainingProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def status(self, text: str) -> None:
+        self._progress.update(self._task, info=text)
+
+    def advance(self, metrics: dict[str, float]) -> None:
+        info = (f"success {metrics['train/success']:.0%}  milestone {metrics['reward/milestone']:+.3f}  "
+                f"{metrics['env/steps_per_s']:.1f} steps/s")
+        if "eval/success" in metrics:
+            info += f"  eval {metrics['eval/success']:.0%}"
+        self._progress.update(self._task, advance=1, info=info)

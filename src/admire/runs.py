@@ -1,0 +1,164 @@
+"""A run on disk (DESIGN §4): what a training run writes, and how it is read back.
+
+Nothing is written in place. Trajectory files and checkpoints are written to a temporary file and
+renamed, so a run killed at any instant leaves either the old file or the new one, never half of one;
+``resume`` then continues from the last checkpoint without losing or duplicating a finished epoch.
+
+```
+runs/<name>/
+  config.yaml  metrics.jsonl  milestones.sqlite  summary.json
+  trajectories/train_epoch_0003.jsonl   eval_epoch_0005.jsonl   screenshots/<ref>.png
+  checkpoints/latest.pt   checkpoints/epoch_0003.pt
+  report/learning_curve.png
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from admire.types import Trajectory
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+class RunDir:
+    """The folder of one run, with the names every tool agrees on."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def bank(self) -> Path:
+        return self.path / "milestones.sqlite"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def trajectories(self) -> Path:
+        return self.path / "trajectories"
+
+    @property
+    def screenshots(self) -> Path:
+        return self.trajectories / "screenshots"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def report(self) -> Path:
+        return self.path / "report"
+
+    def create(self) -> RunDir:
+        for folder in (self.path, self.trajectories, self.checkpoints, self.report):
+            folder.mkdir(parents=True, exist_ok=True)
+        return self
+
+    # ---- trajectories -------------------------------------------------------------------------
+
+    def trajectory_file(self, kind: str, epoch: int) -> Path:
+        return self.trajectories / f"{kind}_epoch_{epoch:04d}.jsonl"
+
+    def write_trajectories(self, kind: str, epoch: int, trajectories: Sequence[Trajectory]) -> Path:
+        """Write one epoch's trajectories at once; screenshots go beside them, once per content hash."""
+        lines = []
+        for trajectory in trajectories:
+            lines.append(self._store_screenshots(trajectory).to_json())
+        path = self.trajectory_file(kind, epoch)
+        atomic_write_text(path, "".join(line + "\n" for line in lines))
+        return path
+
+    def read_trajectories(self, kind: str, epoch: int) -> list[Trajectory] | None:
+        path = self.trajectory_file(kind, epoch)
+        if not path.exists():
+            return None
+        return [Trajectory.from_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+    def trajectory_epochs(self, kind: str) -> list[int]:
+        return sorted(int(p.stem.rsplit("_", 1)[1]) for p in self.trajectories.glob(f"{kind}_epoch_*.jsonl"))
+
+    def iter_trajectories(self, kind: str = "train") -> Iterable[Trajectory]:
+        for epoch in self.trajectory_epochs(kind):
+            yield from self.read_trajectories(kind, epoch) or []
+
+    def _store_screenshots(self, trajectory: Trajectory) -> Trajectory:
+        if not any(step.observation.screenshot and step.observation.screenshot.png for step in trajectory.steps):
+            return trajectory
+        steps = []
+        for step in trajectory.steps:
+            shot = step.observation.screenshot
+            if shot is not None and shot.png is not None:
+                target = self.screenshots / f"{shot.ref}.png"
+                if not target.exists():
+                    atomic_write_bytes(target, shot.png)
+                step = step.model_copy(
+                    update={"observation": step.observation.model_copy(update={"screenshot": shot.stored()})}
+                )
+            steps.append(step)
+        return trajectory.model_copy(update={"steps": tuple(steps)})
+
+    def screenshot_path(self, ref: str) -> Path:
+        return self.screenshots / f"{ref}.png"
+
+    # ---- checkpoints --------------------------------------------------------------------------
+
+    def save_checkpoint(self, state: dict[str, Any], epoch: int, keep: int = 3) -> Path:
+        """Write ``epoch_XXXX.pt`` and point ``latest.pt`` at the same bytes; keep the newest ``keep``."""
+        import io
+
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        data = buffer.getvalue()
+        path = self.checkpoints / f"epoch_{epoch:04d}.pt"
+        atomic_write_bytes(path, data)
+        atomic_write_bytes(self.checkpoints / "latest.pt", data)
+        for old in sorted(self.checkpoints.glob("epoch_*.pt"))[:-keep]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def load_checkpoint(self, path: Path | None = None) -> dict[str, Any] | None:
+        import torch
+
+        path = path or self.checkpoints / "latest.pt"
+        if not path.exists():
+            return None
+        return torch.load(path, map_location="cpu", weights_only=False)
+
+    # ---- summary ------------------------------------------------------------------------------
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        atomic_write_text(self.summary, json.dumps(summary, indent=2, sort_keys=True) + "\n")
