@@ -89,5 +89,5 @@ class ScriptedPolicy:
             outputs.append(PolicyOutput(text=text, action=parse_model_output(text).action, log_prob=-0.5))
         return outputs
 
-    def log_prob(self, decisions: Sequence[Decision]):  # noqa: ANN201 - unused by rollout tests
+    def log_prob(self, decisions: Sequence[Decision]) -> None:  # unused by rollout tests
         raise NotImplementedError

@@ -1,0 +1,269 @@
+"""Advantage estimators of METHOD §5 against hand-computed groups, plus properties of the formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from admire.rl import advantages as adv
+from admire.rl.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    GroupSample,
+    compute_advantages,
+    dapo_step,
+    get_advantage,
+    group_samples,
+    grpo_step,
+    grpo_traj,
+    list_advantages,
+    register_advantage,
+    rloo_step,
+)
+from admire.types import Observation, RewardBreakdown, Step, Task, Termination, Trajectory
+
+
+def sample(*rewards: float, outcome: float = 0.0) -> GroupSample:
+    return GroupSample(rewards=tuple(rewards), outcome=outcome)
+
+
+ENV_ERROR = GroupSample(rewards=(), excluded=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# grpo_step (Eq. 13)
+# --------------------------------------------------------------------------------------------------
+
+def test_grpo_step_normalises_over_all_pooled_steps():
+    # Pooled steps [1, 3, 2]: mean 2; population std sqrt(((1-2)² + (3-2)² + 0²)/3) = sqrt(2/3) = 0.8164966
+    # A = (R - 2)/(0.8164966 + 1e-6): 1 → -1.2247434, 3 → +1.2247434, 2 → 0.
+    result = grpo_step([sample(1.0, 3.0, outcome=1.0), sample(2.0)])
+    (a1, a3), (a2,) = result.advantages
+    assert a1 == pytest.approx(-1.0 / (math.sqrt(2 / 3) + 1e-6))
+    assert a1 == pytest.approx(-1.2247434, abs=1e-6)
+    assert a3 == pytest.approx(1.2247434, abs=1e-6)
+    assert a2 == 0.0
+    assert result.keep and result.loss_agg == "seq_mean" and result.clip_high == result.clip_low == 0.2
+
+
+def test_grpo_step_uses_population_std_not_sample_std():
+    # Two steps [0, 1]: population std 0.5 (sample std would be 0.7071) → A = ±0.5/(0.5 + 1e-6) ≈ ±0.999998.
+    (a0, a1), = grpo_step([sample(0.0, 1.0)]).advantages
+    assert a0 == pytest.approx(-0.5 / 0.500001)
+    assert a1 == pytest.approx(0.999998, abs=1e-6)
+
+
+def test_grpo_step_pools_steps_so_longer_trajectories_weigh_more():
+    # Steps A=[1, 1, 1], B=[0]: mean 0.75 (not 0.5, the mean of trajectory means); var = (3·0.0625 + 0.5625)/4
+    # = 0.1875, std 0.4330127; A's steps (1 - 0.75)/0.4330137 = 0.5773490, B's (0 - 0.75)/0.4330137 = -1.732047.
+    result = grpo_step([sample(1.0, 1.0, 1.0), sample(0.0)])
+    assert result.advantages[0] == pytest.approx((0.577349,) * 3, abs=1e-6)
+    assert result.advantages[1] == pytest.approx((-1.732047,), abs=1e-6)
+
+
+def test_grpo_step_all_equal_rewards_give_exactly_zero():
+    # 0.1 repeated: the float mean is not exactly 0.1, so without the tie rule A would be rounding/1e-6.
+    result = grpo_step([sample(0.1, 0.1, 0.1), sample(0.1), sample(0.1, 0.1)])
+    assert result.advantages == ((0.0, 0.0, 0.0), (0.0,), (0.0, 0.0))
+    assert result.keep  # plain GRPO keeps the group; only dapo drops ties
+
+
+def test_grpo_step_excludes_env_errors_from_baseline_and_output():
+    with_error = grpo_step([sample(1.0, 3.0), ENV_ERROR, sample(2.0)])
+    without = grpo_step([sample(1.0, 3.0), sample(2.0)])
+    assert with_error.advantages == (without.advantages[0], None, without.advantages[1])
+
+
+def test_excluded_sample_rewards_never_move_the_baseline():
+    poisoned = GroupSample(rewards=(100.0, -100.0), excluded=True)
+    result = grpo_step([sample(1.0, 3.0), poisoned, sample(2.0)])
+    assert result.advantages[1] is None
+    assert result.advantages[2] == (0.0,)  # still the pooled mean of [1, 3, 2]
+
+
+def test_all_excluded_group_is_not_kept_by_any_estimator():
+    for name in list_advantages():
+        result = compute_advantages(name, [ENV_ERROR, ENV_ERROR])
+        assert result.advantages == (None, None)
+        assert not result.keep, name
+
+
+def test_zero_step_trajectory_gets_empty_advantages():
+    result = grpo_step([sample(), sample(1.0, 0.0)])
+    assert result.advantages[0] == ()
+    assert result.advantages[1] == pytest.approx((0.999998, -0.999998), abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------
+# grpo_traj (the outcome baseline)
+# --------------------------------------------------------------------------------------------------
+
+def test_grpo_traj_normalises_trajectory_returns_and_broadcasts():
+    # Returns = mean step reward: A=[1,1,1] → 1; B=[0, -0.5] (a failure with one unparseable step,
+    # η·(-1) = -0.5) → -0.25; C=[0] → 0. Mean 0.25; deviations 0.75, -0.5, -0.25;
+    # var = (0.5625 + 0.25 + 0.0625)/3 = 0.2916667, std 0.5400617.
+    # A: 0.75/0.5400627 = 1.388728; B: -0.5/0.5400627 = -0.925819; C: -0.25/0.5400627 = -0.462909.
+    result = grpo_traj([sample(1.0, 1.0, 1.0, outcome=1.0), sample(0.0, -0.5), sample(0.0)])
+    assert result.advantages[0] == pytest.approx((1.388728,) * 3, abs=1e-6)
+    assert result.advantages[1] == pytest.approx((-0.925819,) * 2, abs=1e-6)
+    assert result.advantages[2] == pytest.approx((-0.462909,), abs=1e-6)
+
+
+def test_grpo_traj_ignores_step_count_unlike_grpo_step():
+    # Returns A=1 (3 steps), B=0 (1 step): mean 0.5, std 0.5 → ±0.999998 regardless of lengths.
+    result = grpo_traj([sample(1.0, 1.0, 1.0), sample(0.0)])
+    assert result.advantages[0] == pytest.approx((0.999998,) * 3, abs=1e-6)
+    assert result.advantages[1] == pytest.approx((-0.999998,), abs=1e-6)
+
+
+def test_grpo_traj_all_equal_and_exclusion():
+    assert grpo_traj([sample(1.0, 1.0), sample(1.0)]).advantages == ((0.0, 0.0), (0.0,))
+    result = grpo_traj([sample(1.0), ENV_ERROR, sample(0.0)])
+    assert result.advantages[1] is None
+    assert result.advantages[0] == pytest.approx((0.999998,), abs=1e-6)
+
+
+def test_grpo_traj_zero_step_trajectory_has_no_return_and_no_say_in_the_baseline():
+    # Returns: A has no steps (left out), B = 0, C = 1 → mean 0.5, std 0.5 → B -0.999998, C +0.999998.
+    result = grpo_traj([sample(outcome=1.0), sample(0.0), sample(1.0)])
+    assert result.advantages[0] == ()
+    assert result.advantages[1] == pytest.approx((-0.999998,), abs=1e-6)
+    assert result.advantages[2] == pytest.approx((0.999998,), abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------------
+# rloo_step
+# --------------------------------------------------------------------------------------------------
+
+def test_rloo_step_uses_the_other_trajectories_steps_as_baseline():
+    # A=[1, 3], B=[2], C=[0, 6].
+    # A: others' steps [2, 0, 6] mean 8/3 → [1 - 8/3, 3 - 8/3] = [-1.6666667, 0.3333333]
+    # B: others' steps [1, 3, 0, 6] mean 2.5 → [-0.5]
+    # C: others' steps [1, 3, 2] mean 2 → [-2, 4]   (no std division)
+    result = rloo_step([sample(1.0, 3.0), sample(2.0), sample(0.0, 6.0)])
+    assert result.advantages[0] == pytest.approx((-5 / 3, 1 / 3))
+    assert result.advantages[1] == pytest.approx((-0.5,))
+    assert result.advantages[2] == pytest.approx((-2.0, 4.0))
+    assert result.keep and result.loss_agg == "seq_mean"
+
+
+def test_rloo_step_without_other_trajectories_has_no_baseline():
+    assert rloo_step([sample(1.0, 0.0)]).advantages == ((0.0, 0.0),)
+    assert rloo_step([sample(1.0, 0.0), ENV_ERROR]).advantages == ((0.0, 0.0), None)
+
+
+def test_rloo_step_all_equal_gives_zero():
+    assert rloo_step([sample(0.3, 0.3), sample(0.3)]).advantages == ((0.0, 0.0), (0.0,))
+
+
+# --------------------------------------------------------------------------------------------------
+# dapo_step
+# --------------------------------------------------------------------------------------------------
+
+def test_dapo_step_is_grpo_step_plus_training_hints():
+    group = [sample(1.0, 3.0), sample(2.0), ENV_ERROR]
+    result = dapo_step(group)
+    assert result.advantages == grpo_step(group).advantages
+    assert result.keep
+    assert (result.clip_low, result.clip_high) == (0.2, 0.28)
+    assert result.loss_agg == "token_mean"
+
+
+def test_dapo_step_drops_groups_whose_rewards_all_tie():
+    result = dapo_step([sample(0.0, 0.0), sample(0.0), ENV_ERROR])
+    assert not result.keep
+    assert result.advantages == ((0.0, 0.0), (0.0,), None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Registry and inputs
+# --------------------------------------------------------------------------------------------------
+
+def test_registry_lists_the_four_estimators_of_the_method():
+    assert {"grpo_step", "grpo_traj", "rloo_step", "dapo_step"} <= set(list_advantages())
+    assert get_advantage("rloo_step") is rloo_step
+
+
+def test_unknown_estimator_names_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown advantage estimator 'gae'.*dapo_step.*grpo_step"):
+        get_advantage("gae")
+
+
+def test_register_a_custom_estimator_and_refuse_a_name_clash(monkeypatch):
+    monkeypatch.setattr(adv, "ADVANTAGE_ESTIMATORS", dict(ADVANTAGE_ESTIMATORS))
+
+    @register_advantage("outcome_sign")
+    def outcome_sign(samples):
+        return adv.AdvantageResult(tuple(None if s.excluded else (s.outcome - 0.5,) * len(s.rewards)
+                                         for s in samples))
+
+    assert compute_advantages("outcome_sign", [sample(0.0, outcome=1.0)]).advantages == ((0.5,),)
+    with pytest.raises(ValueError, match="already registered"):
+        register_advantage("grpo_step")(outcome_sign)
+
+
+def test_group_samples_from_trajectories_and_breakdowns():
+    def trajectory(i: int, steps: int, termination: Termination, outcome: float = 0.0) -> Trajectory:
+        obs = Observation(goal="Click OK")
+        return Trajectory(id=f"t{i}", task=Task(name="miniwob/click-test"), goal="Click OK",
+                          steps=tuple(Step(index=t, observation=obs, raw_output="") for t in range(steps)),
+                          outcome=outcome, termination=termination)
+
+    trajectories = [trajectory(0, 2, Termination.SUCCESS, 1.0), trajectory(1, 1, Termination.ENV_ERROR),
+                    trajectory(2, 1, Termination.MAX_STEPS)]
+    breakdowns = [[RewardBreakdown(total=1.2), RewardBreakdown(total=1.0)], [], [RewardBreakdown(total=-0.5)]]
+    samples = group_samples(trajectories, breakdowns)
+    assert samples == [GroupSample((1.2, 1.0), 1.0), GroupSample((), 0.0, excluded=True),
+                       GroupSample((-0.5,), 0.0)]
+    with pytest.raises(ValueError, match="has 2 steps but 1 reward breakdowns"):
+        group_samples(trajectories[:1], [breakdowns[0][:1]])
+
+
+def test_non_finite_rewards_are_rejected():
+    with pytest.raises(ValueError, match="finite"):
+        GroupSample(rewards=(0.0, float("nan")))
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------------
+
+# Quarters are exact in binary, so adding an integer keeps ties exact and sums exact.
+quarters = st.integers(-400, 400).map(lambda n: n / 4)
+groups = st.lists(st.lists(quarters, min_size=0, max_size=8), min_size=1, max_size=6)
+
+
+def _samples(group: list[list[float]]) -> list[GroupSample]:
+    return [GroupSample(tuple(rewards)) for rewards in group]
+
+
+@given(groups)
+def test_grpo_step_advantages_have_zero_mean_over_pooled_steps(group):
+    result = grpo_step(_samples(group))
+    pooled = [a for steps in result.advantages for a in steps]
+    if pooled:
+        assert abs(np.mean(pooled)) < 1e-9
+
+
+@given(groups, st.integers(-50, 50), st.sampled_from(["grpo_step", "grpo_traj", "rloo_step", "dapo_step"]))
+def test_advantages_are_invariant_to_a_constant_reward_shift(group, shift, name):
+    before = compute_advantages(name, _samples(group))
+    after = compute_advantages(name, _samples([[r + shift for r in rewards] for rewards in group]))
+    assert after.keep == before.keep
+    for a, b in zip(after.advantages, before.advantages, strict=True):
+        assert a == pytest.approx(b, abs=1e-9)
+
+
+@given(groups)
+def test_rloo_step_advantages_sum_to_zero_over_a_group_of_equal_length_trajectories(group):
+    # n trajectories of length L, S_i = Σ_t R_it, S = Σ_i S_i. Trajectory i sums to
+    # S_i − L·(S − S_i)/((n−1)·L) = S_i − (S − S_i)/(n−1); over all i: S − (n·S − S)/(n−1) = 0.
+    length = min((len(g) for g in group), default=0)
+    equal = [rewards[:length] for rewards in group]
+    if length == 0 or len(equal) < 2:
+        return
+    result = rloo_step(_samples(equal))
+    assert abs(sum(a for steps in result.advantages for a in steps)) < 1e-9

@@ -1,0 +1,480 @@
+"""METHOD §4 rewards against hand-computed examples (the arithmetic is in the comments)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from omegaconf import OmegaConf
+
+from admire.milestones.bank import MilestoneBank, Provenance
+from admire.milestones.matcher import Hit, Matcher, MatchResult
+from admire.rewards import (
+    RewardConfig,
+    descriptions_for,
+    format_penalty,
+    judge_lambda,
+    milestone_key_for,
+    milestone_lambda,
+    milestone_step_rewards,
+    process_return,
+    score_batch,
+    score_trajectory,
+)
+from admire.rl.advantages import group_samples, grpo_step
+from admire.types import Observation, Step, Task, Termination, Trajectory
+
+GOAL = 'Enter the username "karrie" and the password "x9Z" into the text fields and press login.'
+MILESTONES = ("typed into the 'Username' field", "typed into the 'Password' field",
+              "clicked the 'Login' button", "login page closed")
+
+
+# --------------------------------------------------------------------------------------------------
+# Builders
+# --------------------------------------------------------------------------------------------------
+
+def make_match(similarities: Sequence[float | None], num_milestones: int) -> MatchResult:
+    """A match where step t hits the next milestone with ``similarities[t]`` (None: no hit)."""
+    hits: list[Hit | None] = []
+    checked: list[int | None] = []
+    pointer = 0
+    for similarity in similarities:
+        checked.append(pointer if pointer < num_milestones else None)
+        if similarity is None:
+            hits.append(None)
+        else:
+            hits.append(Hit(milestone_index=pointer, milestone=f"m{pointer}", similarity=similarity))
+            pointer += 1
+    shown = tuple(s if s is not None else 0.1 for s in similarities) if num_milestones else \
+        tuple(None for _ in similarities)
+    return MatchResult(hits=tuple(hits), similarities=shown, checked=tuple(checked),
+                       num_milestones=num_milestones)
+
+
+def make_step(index: int, grounded: str = "clicked the 'OK' button", *, valid: bool = True,
+              model: str | None = None) -> Step:
+    return Step(index=index, observation=Observation(goal=GOAL, step=index), raw_output="…",
+                format_valid=valid, grounded_description=grounded, model_description=model,
+                parse_error=None if valid else "no JSON object in the output")
+
+
+def make_trajectory(num_steps: int, outcome: float, *, invalid: Sequence[int] = (),
+                    termination: Termination | None = None, task: str = "miniwob/login-user",
+                    descriptions: Sequence[str] | None = None, goal: str = GOAL, tid: str = "t") -> Trajectory:
+    descriptions = descriptions or ["clicked the 'OK' button"] * num_steps
+    steps = tuple(make_step(t, descriptions[t], valid=t not in invalid) for t in range(num_steps))
+    if termination is None:
+        termination = Termination.SUCCESS if outcome >= 1 else Termination.MAX_STEPS
+    return Trajectory(id=tid, task=Task(name=task), goal=goal, steps=steps, outcome=outcome,
+                      termination=termination)
+
+
+def approx_list(values: Sequence[float]):
+    return pytest.approx(list(values), abs=1e-12)
+
+
+# A 5-step match against K = 4 milestones, hitting at t=1 (s=0.8) and t=3 (s=0.9): k = 2, k/K = 0.5.
+FIVE_STEPS = [None, 0.8, None, 0.9, None]
+
+
+# --------------------------------------------------------------------------------------------------
+# R_mil(t): the asymmetric milestone reward
+# --------------------------------------------------------------------------------------------------
+
+def test_success_is_denoised_only_hit_steps_earn_their_similarity():
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=True, cfg=RewardConfig())
+    assert rewards == approx_list([0.0, 0.8, 0.0, 0.9, 0.0])
+
+
+def test_failure_is_scaffolded_with_total_progress():
+    # k/K = 2/4 = 0.5 everywhere; hit steps add ζ·r = 0.5·0.8 = 0.4 and 0.5·0.9 = 0.45.
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=False, cfg=RewardConfig())
+    assert rewards == approx_list([0.5, 0.9, 0.5, 0.95, 0.5])
+
+
+def test_failure_with_running_progress_counts_hits_up_to_and_including_t():
+    # running k_t = [0, 1, 1, 2, 2] → k_t/4 = [0, 0.25, 0.25, 0.5, 0.5]; plus 0.4 at t=1 and 0.45 at t=3.
+    cfg = RewardConfig(progress="running")
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=False, cfg=cfg)
+    assert rewards == approx_list([0.0, 0.65, 0.25, 0.95, 0.5])
+
+
+def test_running_progress_does_not_change_a_success():
+    cfg = RewardConfig(progress="running")
+    assert milestone_step_rewards(make_match(FIVE_STEPS, 4), True, cfg) == approx_list([0, 0.8, 0, 0.9, 0])
+
+
+def test_zeta_scales_the_similarity_bonus_of_a_failure():
+    # ζ = 1: [0.5, 0.5 + 0.8, 0.5, 0.5 + 0.9, 0.5].
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), False, RewardConfig(zeta=1.0))
+    assert rewards == approx_list([0.5, 1.3, 0.5, 1.4, 0.5])
+
+
+def test_failure_without_any_hit_earns_nothing():
+    # k = 0 → k/K = 0 on every step.
+    assert milestone_step_rewards(make_match([None, None, None], 3), False, RewardConfig()) == [0.0] * 3
+
+
+def test_no_milestones_means_no_milestone_reward():
+    match = make_match([None, None], 0)
+    for strategy in ("mix", "success_only", "failure_only", "uniform"):
+        cfg = RewardConfig(strategy=strategy)
+        assert milestone_step_rewards(match, True, cfg) == [0.0, 0.0]
+        assert milestone_step_rewards(match, False, cfg) == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "success_rewards", "failure_rewards"),
+    [
+        ("mix", [0.0, 0.8, 0.0, 0.9, 0.0], [0.5, 0.9, 0.5, 0.95, 0.5]),
+        ("success_only", [0.0, 0.8, 0.0, 0.9, 0.0], [0.0] * 5),  # no scaffold for failures
+        ("failure_only", [0.0] * 5, [0.5, 0.9, 0.5, 0.95, 0.5]),  # no denoise for successes
+        # uniform: the scaffold rule on both sides, k/K + ζ·r on hits and k/K elsewhere.
+        ("uniform", [0.5, 0.9, 0.5, 0.95, 0.5], [0.5, 0.9, 0.5, 0.95, 0.5]),
+    ],
+)
+def test_strategies(strategy, success_rewards, failure_rewards):
+    cfg = RewardConfig(strategy=strategy)
+    match = make_match(FIVE_STEPS, 4)
+    assert milestone_step_rewards(match, True, cfg) == approx_list(success_rewards)
+    assert milestone_step_rewards(match, False, cfg) == approx_list(failure_rewards)
+
+
+def test_uniform_with_running_progress():
+    # Success under uniform follows the failure rule: running k_t/4 = [0, .25, .25, .5, .5] + ζ·r on hits.
+    cfg = RewardConfig(strategy="uniform", progress="running")
+    assert milestone_step_rewards(make_match(FIVE_STEPS, 4), True, cfg) == approx_list([0, 0.65, 0.25, 0.95, 0.5])
+
+
+@given(st.lists(st.one_of(st.none(), st.floats(0.75, 1.0, exclude_min=True)), max_size=20), st.integers(1, 8))
+def test_running_progress_never_exceeds_total_and_agrees_at_the_last_step(similarities, num_milestones):
+    # Hits beyond K cannot happen (the pointer stops at m_K), so keep at most K of them.
+    kept, hits = [], 0
+    for s in similarities:
+        if s is not None and hits < num_milestones:
+            hits += 1
+            kept.append(s)
+        else:
+            kept.append(None)
+    match = make_match(kept, num_milestones)
+    total = milestone_step_rewards(match, False, RewardConfig())
+    running = milestone_step_rewards(match, False, RewardConfig(progress="running"))
+    assert all(r <= t + 1e-12 for r, t in zip(running, total, strict=True))
+    if kept:
+        assert running[-1] == pytest.approx(total[-1])
+
+
+# --------------------------------------------------------------------------------------------------
+# λ(e), process return, format
+# --------------------------------------------------------------------------------------------------
+
+def test_lambda_decays_geometrically_with_epoch():
+    cfg = RewardConfig()
+    assert milestone_lambda(0, cfg) == pytest.approx(0.3)  # 0.3·0.9^0
+    assert milestone_lambda(1, cfg) == pytest.approx(0.27)  # 0.3·0.9
+    assert milestone_lambda(2, cfg) == pytest.approx(0.243)  # 0.3·0.81
+    assert milestone_lambda(10, RewardConfig(milestone_decay=1.0)) == pytest.approx(0.3)  # no decay
+    assert milestone_lambda(3, RewardConfig(milestone_weight=0.5, milestone_decay=0.5)) == pytest.approx(0.0625)
+
+
+def test_lambda_refuses_a_negative_epoch():
+    with pytest.raises(ValueError, match="epoch must be an integer >= 0"):
+        milestone_lambda(-1, RewardConfig())
+
+
+def test_judge_lambda_has_its_own_weight_and_decay():
+    cfg = RewardConfig(judge_weight=0.2, judge_decay=0.5)
+    assert judge_lambda(2, cfg) == pytest.approx(0.05)  # 0.2·0.5²
+
+
+def test_process_return_discounts_future_milestone_rewards_back():
+    # γ = 0.5: R'(3) = 0.9; R'(2) = 0 + 0.5·0.9 = 0.45; R'(1) = 0.8 + 0.5·0.45 = 1.025;
+    # R'(0) = 0 + 0.5·1.025 = 0.5125.
+    assert process_return([0.0, 0.8, 0.0, 0.9], weight=1.0, gamma=0.5) == approx_list([0.5125, 1.025, 0.45, 0.9])
+    # weight 2 doubles every term; γ = 0 is the identity (times the weight).
+    assert process_return([0.0, 0.8, 0.0, 0.9], 2.0, 0.5) == approx_list([1.025, 2.05, 0.9, 1.8])
+    assert process_return([0.3, 0.7], 1.0, 0.0) == approx_list([0.3, 0.7])
+    assert process_return([], 1.0, 0.99) == []
+
+
+@given(st.lists(st.floats(-10, 10), max_size=12), st.floats(0, 1), st.floats(-3, 3))
+def test_process_return_equals_its_definition(values, gamma, weight):
+    expected = [weight * sum(gamma ** (j - t) * values[j] for j in range(t, len(values)))
+                for t in range(len(values))]
+    assert process_return(values, weight, gamma) == pytest.approx(expected, abs=1e-9)
+
+
+def test_format_penalty_is_minus_one_for_an_unparseable_step():
+    assert format_penalty(make_step(0, valid=False)) == -1.0
+    assert format_penalty(make_step(0, valid=True)) == 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# score_trajectory: the composition R_total(t)
+# --------------------------------------------------------------------------------------------------
+
+def test_success_total_with_format_penalty_and_decayed_lambda():
+    # Success, 3 steps, step 1 unparseable; K = 2, hits at t=0 (0.8) and t=2 (0.9); epoch 1 → λ = 0.27.
+    # t0: 1 + 0 + 0.27·0.8 = 1.216;  t1: 1 − 0.5·1 + 0.27·0 = 0.5;  t2: 1 + 0.27·0.9 = 1.243.
+    trajectory = make_trajectory(3, 1.0, invalid=[1])
+    scored = score_trajectory(trajectory, make_match([0.8, None, 0.9], 2), RewardConfig(), epoch=1)
+    assert [b.total for b in scored] == approx_list([1.216, 0.5, 1.243])
+    assert [b.format for b in scored] == [0.0, -0.5, 0.0]
+    assert [b.milestone for b in scored] == approx_list([0.8, 0.0, 0.9])
+    assert all(b.outcome == 1.0 and b.milestone_weight == pytest.approx(0.27) for b in scored)
+    assert [b.process for b in scored] == [0.0, 0.0, 0.0]
+    assert [b.matched_index for b in scored] == [0, None, 1]
+    assert [b.matched_milestone for b in scored] == ["m0", None, "m1"]
+    assert [b.similarity for b in scored] == approx_list([0.8, 0.1, 0.9])
+    assert all(b.hits == 2 and b.num_milestones == 2 for b in scored)
+
+
+def test_failure_total_is_scaffolded_and_penalised():
+    # Failure, 3 steps, step 2 unparseable; K = 4, one hit at t=1 (0.8); epoch 0 → λ = 0.3.
+    # R_mil = [1/4, 1/4 + 0.5·0.8, 1/4] = [0.25, 0.65, 0.25]
+    # totals: 0 + 0.3·0.25 = 0.075;  0.3·0.65 = 0.195;  −0.5 + 0.3·0.25 = −0.425.
+    trajectory = make_trajectory(3, 0.0, invalid=[2])
+    scored = score_trajectory(trajectory, make_match([None, 0.8, None], 4), RewardConfig(), epoch=0)
+    assert [b.milestone for b in scored] == approx_list([0.25, 0.65, 0.25])
+    assert [b.total for b in scored] == approx_list([0.075, 0.195, -0.425])
+
+
+def test_process_return_replaces_the_milestone_term_in_the_total():
+    # Same failure as above with process_reward on (weight 1, γ 0.5):
+    # R_mil' = [0.25 + 0.5·0.775, 0.65 + 0.5·0.25, 0.25] = [0.6375, 0.775, 0.25]
+    # totals: 0.3·0.6375 = 0.19125;  0.3·0.775 = 0.2325;  −0.5 + 0.3·0.25 = −0.425.
+    cfg = RewardConfig(process_enable=True, process_weight=1.0, process_decay_gamma=0.5)
+    scored = score_trajectory(make_trajectory(3, 0.0, invalid=[2]), make_match([None, 0.8, None], 4), cfg, 0)
+    assert [b.process for b in scored] == approx_list([0.6375, 0.775, 0.25])
+    assert [b.milestone for b in scored] == approx_list([0.25, 0.65, 0.25])  # the local term stays visible
+    assert [b.total for b in scored] == approx_list([0.19125, 0.2325, -0.425])
+
+
+def test_every_total_is_recomputable_from_its_breakdown():
+    trajectory = make_trajectory(5, 0.0, invalid=[0, 4])
+    match = make_match(FIVE_STEPS, 4)
+    for cfg in (RewardConfig(), RewardConfig(process_enable=True), RewardConfig(mode="outcome")):
+        for b in score_trajectory(trajectory, match, cfg, epoch=3):
+            dense = b.process if cfg.process_enable else b.milestone
+            assert b.total == pytest.approx(b.outcome + b.format + b.milestone_weight * dense)
+
+
+def test_outcome_mode_is_outcome_plus_format_only():
+    # Failure: totals = 0 + 0.5·[−1, 0, 0] = [−0.5, 0, 0]; success: 1 + [0, 0, 0].
+    cfg = RewardConfig(mode="outcome")
+    match = make_match([None, 0.8, None], 4)
+    failed = score_trajectory(make_trajectory(3, 0.0, invalid=[0]), match, cfg, epoch=0)
+    assert [b.total for b in failed] == approx_list([-0.5, 0.0, 0.0])
+    assert all(b.milestone == 0.0 and b.milestone_weight == 0.0 for b in failed)
+    assert failed[1].matched_milestone == "m0"  # what would have matched stays visible in the viewer
+    succeeded = score_trajectory(make_trajectory(3, 1.0), None, cfg, epoch=0)
+    assert [b.total for b in succeeded] == [1.0, 1.0, 1.0]
+
+
+def test_judge_mode_adds_the_weighted_judge_score():
+    # Judge scores [0.2, 1.0, 0.5]; epoch 1 → judge λ = 0.3·0.9 = 0.27; failure with step 0 unparseable:
+    # t0: 0 − 0.5 + 0.27·0.2 = −0.446;  t1: 0.27·1.0 = 0.27;  t2: 0.27·0.5 = 0.135.
+    cfg = RewardConfig(mode="judge")
+    scored = score_trajectory(make_trajectory(3, 0.0, invalid=[0]), None, cfg, 1, judge_scores=[0.2, 1.0, 0.5])
+    assert [b.total for b in scored] == approx_list([-0.446, 0.27, 0.135])
+    assert [b.process for b in scored] == approx_list([0.2, 1.0, 0.5])
+    assert all(b.milestone == 0.0 for b in scored)
+
+
+def test_judge_mode_rejects_missing_short_or_out_of_range_scores():
+    cfg = RewardConfig(mode="judge")
+    trajectory = make_trajectory(2, 0.0)
+    with pytest.raises(ValueError, match="needs judge_scores"):
+        score_trajectory(trajectory, None, cfg, 0)
+    with pytest.raises(ValueError, match="judge gave 1 scores"):
+        score_trajectory(trajectory, None, cfg, 0, judge_scores=[0.5])
+    with pytest.raises(ValueError, match=r"not in \[0, 1\]"):
+        score_trajectory(trajectory, None, cfg, 0, judge_scores=[0.5, 1.5])
+
+
+def test_no_milestones_yet_or_milestones_disabled_gives_outcome_and_format():
+    trajectory = make_trajectory(2, 0.0, invalid=[1])
+    assert [b.total for b in score_trajectory(trajectory, None, RewardConfig(), 0)] == [0.0, -0.5]
+    disabled = RewardConfig(milestone_enable=False)
+    scored = score_trajectory(trajectory, make_match([0.9, None], 2), disabled, 0)
+    assert [b.total for b in scored] == [0.0, -0.5]
+
+
+def test_env_error_trajectories_are_refused():
+    trajectory = make_trajectory(2, 0.0, termination=Termination.ENV_ERROR)
+    with pytest.raises(ValueError, match=r"environment error.*exclude env_error"):
+        score_trajectory(trajectory, None, RewardConfig(), 0)
+
+
+def test_a_match_for_another_trajectory_is_refused():
+    with pytest.raises(ValueError, match="covers 2 steps but the trajectory has 3"):
+        score_trajectory(make_trajectory(3, 0.0), make_match([None, 0.9], 2), RewardConfig(), 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------
+
+def test_config_from_the_original_projects_nested_keys():
+    cfg = RewardConfig.from_mapping(OmegaConf.create({
+        "milestone_reward": {"enable": True, "threshold": 0.8, "weight": 0.2, "strategy": "uniform",
+                             "decay": 1.0, "zeta": 0.25, "progress": "running", "description": "both",
+                             "key": "instruction", "mode": "static", "update_before_reward": True},
+        "process_reward": {"enable": True, "weight": 2.0, "decay_gamma": 0.95},
+        "reward": {"mode": "admire", "format_weight": 1},
+        "trainer": {"total_epochs": 20},
+    }))
+    assert cfg == RewardConfig(threshold=0.8, milestone_weight=0.2, strategy="uniform", milestone_decay=1.0,
+                               zeta=0.25, progress="running", description="both", milestone_key="instruction",
+                               process_enable=True, process_weight=2.0, process_decay_gamma=0.95,
+                               format_weight=1.0)
+    assert RewardConfig.from_mapping({}) == RewardConfig()
+    assert not RewardConfig().process_enable  # the paper exactly (METHOD §4)
+
+
+def test_config_errors_say_what_is_wrong():
+    with pytest.raises(ValueError, match=r"milestone_reward.strategy must be one of mix, success_only"):
+        RewardConfig.from_mapping({"milestone_reward": {"strategy": "both_ways"}})
+    with pytest.raises(ValueError, match=r"reward.mode must be one of outcome, admire, judge"):
+        RewardConfig(mode="dense")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"did you mean 'milestone_reward.threshold'"):
+        RewardConfig.from_mapping({"milestone_reward": {"treshold": 0.7}})
+    with pytest.raises(ValueError, match=r"milestone_reward.weight must be a number"):
+        RewardConfig.from_mapping({"milestone_reward": {"weight": "high"}})
+    with pytest.raises(ValueError, match=r"process_reward.enable must be true or false"):
+        RewardConfig.from_mapping({"process_reward": {"enable": "yes"}})
+    with pytest.raises(ValueError, match=r"milestone_reward.decay must be a finite number in \[0.0, 1.0\]"):
+        RewardConfig(milestone_decay=1.5)
+
+
+def test_descriptions_for_each_source():
+    step = make_step(0, "clicked the 'Login' button", model="I pressed login")
+    silent = make_step(0, "clicked the 'Login' button")
+    assert descriptions_for(step, RewardConfig()) == ["clicked the 'Login' button"]
+    assert descriptions_for(step, RewardConfig(description="model")) == ["I pressed login"]
+    assert descriptions_for(silent, RewardConfig(description="model")) == ["clicked the 'Login' button"]
+    assert descriptions_for(step, RewardConfig(description="both")) == ["clicked the 'Login' button",
+                                                                        "I pressed login"]
+    assert descriptions_for(silent, RewardConfig(description="both")) == ["clicked the 'Login' button"]
+
+
+# --------------------------------------------------------------------------------------------------
+# score_batch
+# --------------------------------------------------------------------------------------------------
+
+class RecordingMatcher:
+    """Returns canned matches and records what it was asked, to check the batch is matched in one call."""
+
+    def __init__(self, matches: Sequence[MatchResult]) -> None:
+        self.matches = list(matches)
+        self.calls: list[list[tuple]] = []
+
+    def match_many(self, items):
+        self.calls.append(list(items))
+        return self.matches[: len(items)]
+
+
+def test_score_batch_matches_everything_in_one_call_and_skips_env_errors():
+    success = make_trajectory(2, 1.0, tid="a", descriptions=["typed \"karrie\" into the 'Username' field",
+                                                             "clicked the 'Login' button"])
+    failure = make_trajectory(2, 0.0, tid="b")
+    crashed = make_trajectory(1, 0.0, tid="c", termination=Termination.ENV_ERROR)
+    unknown_task = make_trajectory(2, 0.0, tid="d", task="miniwob/click-test")
+    matcher = RecordingMatcher([make_match([0.8, 0.9], 4), make_match([None, 0.7], 4)])
+    bank = {"miniwob/login-user": MILESTONES}
+    result = score_batch([success, crashed, failure, unknown_task], bank, matcher, RewardConfig(), epoch=0)
+
+    assert len(matcher.calls) == 1
+    (descriptions, milestones, slots), second = matcher.calls[0]
+    assert descriptions == ["typed \"karrie\" into the 'Username' field", "clicked the 'Login' button"]
+    assert milestones == list(MILESTONES)
+    assert {"karrie", "x9Z"} <= set(slots)  # task-keyed milestones compare with slot values hidden
+    assert second[0] == ["clicked the 'OK' button"] * 2
+    assert result[1] == []  # env error: not scored
+    # success, hits 0.8 and 0.9 (denoise): 1 + 0.3·0.8 = 1.24, 1 + 0.3·0.9 = 1.27
+    assert [b.total for b in result[0]] == approx_list([1.24, 1.27])
+    # failure has one hit (t=1, 0.7): R_mil = [1/4, 1/4 + 0.35] = [0.25, 0.6] → totals [0.075, 0.18]
+    assert [b.total for b in result[2]] == approx_list([0.075, 0.18])
+    assert [b.total for b in result[3]] == [0.0, 0.0]  # no milestones for its key yet: K = 0
+    assert result[3][0].num_milestones == 0
+
+
+def test_score_batch_with_instruction_keys_and_a_callable_source():
+    cfg = RewardConfig(milestone_key="instruction", description="both")
+    step_model = Step(index=0, observation=Observation(goal=GOAL), raw_output="…",
+                      grounded_description="clicked the 'Login' button", model_description="I logged in")
+    trajectory = make_trajectory(1, 0.0).model_copy(update={"steps": (step_model,)})
+    assert milestone_key_for(trajectory, cfg) == f"miniwob/login-user::{GOAL}"
+    matcher = RecordingMatcher([make_match([None], 2)])
+    score_batch([trajectory], lambda t: MILESTONES[:2], matcher, cfg, epoch=0)
+    (descriptions, milestones, slots), = matcher.calls[0]
+    assert milestones == list(MILESTONES[:2])
+    assert descriptions == [["clicked the 'Login' button", "I logged in"]]
+    assert slots == []  # instruction keys are literal: nothing to hide
+
+
+def test_score_batch_outcome_and_judge_modes_need_no_matcher():
+    trajectories = [make_trajectory(2, 1.0, tid="a"), make_trajectory(2, 0.0, tid="b", invalid=[1])]
+    outcome = score_batch(trajectories, {}, None, RewardConfig(mode="outcome"), epoch=0)
+    assert [[b.total for b in r] for r in outcome] == [[1.0, 1.0], [0.0, -0.5]]
+
+    class HalfJudge:
+        def score(self, trajectory):
+            return [0.5] * len(trajectory.steps)
+
+    judged = score_batch(trajectories, {}, None, RewardConfig(mode="judge"), epoch=0, judge=HalfJudge())
+    # + 0.3·0.5 = 0.15 on every step
+    assert [[b.total for b in r] for r in judged] == [approx_list([1.15, 1.15]), approx_list([0.15, -0.35])]
+    with pytest.raises(ValueError, match="needs a StepJudge"):
+        score_batch(trajectories, {}, None, RewardConfig(mode="judge"), epoch=0)
+
+
+def test_score_batch_without_a_matcher_when_milestones_exist_is_an_error():
+    with pytest.raises(ValueError, match="no matcher was given"):
+        score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, None, RewardConfig(), 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The real matcher, end to end
+# --------------------------------------------------------------------------------------------------
+
+def test_real_minilm_matcher_rewards_and_advantages_end_to_end():
+    """A login group scored from a real bank with all-MiniLM-L6-v2: the near miss beats the hopeless failure."""
+    milestones = ["typed \"<value>\" into the 'Username' field", "typed \"<value>\" into the 'Password' field",
+                  "clicked the 'Login' button"]
+    success = make_trajectory(3, 1.0, tid="win", descriptions=[
+        "typed \"karrie\" into the 'Username' field", "typed \"x9Z\" into the 'Password' field",
+        "clicked the 'Login' button"])
+    near_miss = make_trajectory(3, 0.0, tid="near", descriptions=[
+        "typed \"karrie\" into the 'Username' field", "clicked the 'Login' button", "scrolled down"])
+    hopeless = make_trajectory(3, 0.0, tid="lost", descriptions=[
+        "scrolled down", "clicked the 'Cancel' link", "navigated back"])
+    crashed = make_trajectory(1, 0.0, tid="crash", termination=Termination.ENV_ERROR)
+    group = [success, near_miss, hopeless, crashed]
+
+    with MilestoneBank(":memory:") as bank:
+        bank.put("miniwob/login-user", milestones, Provenance(run="test", epoch=0, trajectory_id="win",
+                                                              generator="heuristic", created_at=0.0))
+        scored = score_batch(group, bank, Matcher(), RewardConfig(), epoch=0)
+
+    assert [b.matched_index for b in scored[0]] == [0, 1, 2]  # all three milestones, in order
+    assert all(b.similarity > 0.75 for b in scored[0])
+    assert scored[1][0].matched_index == 0 and scored[1][0].hits == 1  # only the username before the miss
+    assert all(b.matched_index is None for b in scored[2])
+    near_mean = sum(b.total for b in scored[1]) / 3
+    hopeless_mean = sum(b.total for b in scored[2]) / 3
+    assert near_mean > hopeless_mean == 0.0
+
+    result = grpo_step(group_samples(group, scored))
+    assert result.advantages[3] is None
+    assert min(result.advantages[0]) > max(result.advantages[1])
+    assert min(result.advantages[1]) > max(result.advantages[2])
+
+
+def test_score_batch_refuses_a_matcher_built_with_another_threshold():
+    matcher = RecordingMatcher([make_match([None], 4)])
+    matcher.threshold = 0.6
+    with pytest.raises(ValueError, match=r"differs from milestone_reward.threshold=0.75"):
+        score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
