@@ -279,8 +279,8 @@ def test_judge_mode_adds_the_weighted_judge_score():
     cfg = RewardConfig(mode="judge")
     scored = score_trajectory(make_trajectory(3, 0.0, invalid=[0]), None, cfg, 1, judge_scores=[0.2, 1.0, 0.5])
     assert [b.total for b in scored] == approx_list([-0.446, 0.27, 0.135])
-    assert [b.process for b in scored] == approx_list([0.2, 1.0, 0.5])
-    assert all(b.milestone == 0.0 for b in scored)
+    assert [b.judge for b in scored] == approx_list([0.2, 1.0, 0.5])
+    assert all(b.milestone == 0.0 and b.process == 0.0 for b in scored)
 
 
 def test_judge_mode_rejects_missing_short_or_out_of_range_scores():

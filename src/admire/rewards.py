@@ -9,13 +9,14 @@ How ``RewardBreakdown`` is filled, so that every total can be recomputed from th
 * ``outcome`` = O(τ) on every step; ``format`` = η·R_format(t), the weighted penalty as it enters the
   total (−η or 0);
 * ``milestone`` = R_mil(t) *before* λ, ``milestone_weight`` = the weight that multiplies the dense term;
-* ``process`` = the dense term after propagation when one is active, else 0.
+* ``process`` = the milestone term after propagation when the process return is on, else 0;
+* ``judge`` = the LLM judge's step score in ``reward.mode=judge``, else 0.
 
     reward.mode=admire, process_reward.enable=false:  total = outcome + format + milestone_weight·milestone
     reward.mode=admire, process_reward.enable=true:   total = outcome + format + milestone_weight·process
                                                       (process = R_mil'(t); milestone keeps R_mil(t))
-    reward.mode=judge:   total = outcome + format + milestone_weight·process
-                         (process = the judge's step score, the paper's process-reward baseline;
+    reward.mode=judge:   total = outcome + format + milestone_weight·judge
+                         (judge = the judge's step score, the paper's process-reward baseline;
                           milestone_weight = judge_weight·judge_decay^e; milestone = 0)
     reward.mode=outcome: total = outcome + format
 
@@ -317,6 +318,7 @@ def score_trajectory(
     formats = [cfg.format_weight * format_penalty(step) for step in trajectory.steps]
     milestone = [0.0] * num_steps
     process = [0.0] * num_steps
+    judge = [0.0] * num_steps
     weight = 0.0
     dense = milestone
     if cfg.mode == "admire" and cfg.milestone_enable and match is not None:
@@ -327,9 +329,9 @@ def score_trajectory(
             process = process_return(milestone, cfg.process_weight, cfg.process_decay_gamma)
             dense = process
     elif cfg.mode == "judge":
-        process = _checked_judge_scores(trajectory, judge_scores)
+        judge = _checked_judge_scores(trajectory, judge_scores)
         weight = judge_lambda(epoch, cfg)
-        dense = process
+        dense = judge
     breakdowns = []
     for t in range(num_steps):
         hit = match.hits[t] if match is not None else None
@@ -338,6 +340,7 @@ def score_trajectory(
             format=formats[t],
             milestone=milestone[t],
             process=process[t],
+            judge=judge[t],
             total=outcome + formats[t] + weight * dense[t],
             milestone_weight=weight,
             matched_milestone=hit.milestone if hit is not None else None,

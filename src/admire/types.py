@@ -222,6 +222,7 @@ class RewardBreakdown(Frozen):
     format: float = 0.0
     milestone: float = 0.0
     process: float = 0.0
+    judge: float = 0.0
     total: float = 0.0
     milestone_weight: float = 0.0
     matched_milestone: str | None = None

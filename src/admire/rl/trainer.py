@@ -273,6 +273,7 @@ def epoch_metrics(
         "reward/format": float(np.mean([b.format for b in steps])) if steps else 0.0,
         "reward/milestone": float(np.mean([b.milestone for b in steps])) if steps else 0.0,
         "reward/process": float(np.mean([b.process for b in steps])) if steps else 0.0,
+        "reward/judge": float(np.mean([b.judge for b in steps])) if steps else 0.0,
         "milestones/coverage": bank.coverage(keys_seen) if keys_seen else 0.0,
         "milestones/hit_rate": (float(np.mean([b.hits / b.num_milestones for b in with_milestones]))
                                 if with_milestones else 0.0),
