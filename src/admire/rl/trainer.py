@@ -71,7 +71,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
         max_grad_norm=float(cfg.actor_rollout_ref.actor.max_grad_norm),
     )
     policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
-                         hidden=int(cfg.actor_rollout_ref.model.hidden))
+                         hidden_size=int(cfg.actor_rollout_ref.model.hidden_size))
     if cfg.actor_rollout_ref.model.path:
         policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
     optimizer = torch.optim.Adam(policy.parameters(), lr=float(cfg.actor_rollout_ref.actor.lr))
@@ -111,7 +111,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
             stats = RolloutStats()
             trajectories = run.read_trajectories("train", epoch)  # an interrupted epoch keeps its rollouts
             if trajectories is None:
-                tasks = suite.sample_train(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed))
+                tasks = suite.train_tasks(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed))
                 progress.status(f"epoch {epoch}: rolling out {len(tasks)} groups")
                 trajectories = collect(group_requests(tasks, int(cfg.actor_rollout_ref.rollout.n)), envs, policy,
                                        max_steps=max_steps, epoch=epoch, stats=stats,
@@ -142,7 +142,8 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
                                       run=run.path.name, epoch=epoch)
 
             # 5. Evaluate on held-out seeds now and then.
-            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, adv_info, bank, changes)
+            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, adv_info, bank, changes,
+                                    key=cfg.milestone_reward.key)
             if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
                 progress.status(f"epoch {epoch}: evaluating")
                 evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats())
@@ -185,7 +186,7 @@ def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
     policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
-                         hidden=int(cfg.actor_rollout_ref.model.hidden))
+                         hidden_size=int(cfg.actor_rollout_ref.model.hidden_size))
     policy.load_state_dict(load_policy_weights(checkpoint))
     policy.eval()
     with ExitStack() as stack:
@@ -254,13 +255,13 @@ def evaluate(
 def epoch_metrics(
     trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], usable: Sequence[Trajectory],
     stats: RolloutStats, update: dict[str, float], adv_info: dict[str, float], bank: MilestoneBank,
-    changes: Sequence[Any],
+    changes: Sequence[Any], key: str,
 ) -> dict[str, float]:
     steps = [b for breakdowns in rewards for b in breakdowns]
     per_task: dict[str, list[float]] = defaultdict(list)
     for trajectory in usable:
         per_task[trajectory.task.name].append(trajectory.outcome)
-    keys_seen = {milestone_key(t, key="task") for t in usable}
+    keys_seen = {milestone_key(t, key=key) for t in usable}
     with_milestones = [b for b in steps if b.num_milestones > 0]
     metrics: dict[str, float] = {
         "train/success": float(np.mean([t.outcome for t in usable])) if usable else 0.0,
@@ -274,7 +275,7 @@ def epoch_metrics(
         "reward/milestone": float(np.mean([b.milestone for b in steps])) if steps else 0.0,
         "reward/process": float(np.mean([b.process for b in steps])) if steps else 0.0,
         "reward/judge": float(np.mean([b.judge for b in steps])) if steps else 0.0,
-        "milestones/coverage": bank.coverage(keys_seen) if keys_seen else 0.0,
+        "milestones/coverage": bank.coverage(keys_seen),
         "milestones/hit_rate": (float(np.mean([b.hits / b.num_milestones for b in with_milestones]))
                                 if with_milestones else 0.0),
         "milestones/updates": sum(1 for c in changes if c.changed),

@@ -1,0 +1,48 @@
+"""Milestones: the abstraction Φ, the durable bank, slots, and the ordered-pointer matcher (METHOD §2–§3).
+
+This package is the pure method: it imports no torch, browser or server code at import time. The
+sentence encoder is loaded by ``MiniLMEncoder`` the first time it encodes.
+"""
+
+from admire.milestones.bank import (
+    FrozenMilestonesError,
+    MilestoneBank,
+    MilestoneBankError,
+    MilestoneList,
+    Provenance,
+    milestone_key,
+)
+from admire.milestones.generator import (
+    GENERATORS,
+    HeuristicGenerator,
+    MilestoneGenerator,
+    make_generator,
+    register_generator,
+)
+from admire.milestones.matcher import Encoder, Hit, Matcher, MatchResult, MiniLMEncoder
+from admire.milestones.slots import PLACEHOLDER, apply_slots, extract_slot_values
+from admire.milestones.update import BankChange, update_bank
+
+__all__ = [
+    "GENERATORS",
+    "PLACEHOLDER",
+    "BankChange",
+    "Encoder",
+    "FrozenMilestonesError",
+    "HeuristicGenerator",
+    "Hit",
+    "MatchResult",
+    "Matcher",
+    "MilestoneBank",
+    "MilestoneBankError",
+    "MilestoneGenerator",
+    "MilestoneList",
+    "MiniLMEncoder",
+    "Provenance",
+    "apply_slots",
+    "extract_slot_values",
+    "make_generator",
+    "milestone_key",
+    "register_generator",
+    "update_bank",
+]

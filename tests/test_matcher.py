@@ -1,0 +1,247 @@
+"""The ordered pointer of METHOD §3, with a table encoder whose similarities are set exactly, and the
+real all-MiniLM-L6-v2 encoder on grounded-description / milestone pairs."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from admire.milestones.matcher import Hit, Matcher, MiniLMEncoder
+
+DIM = 8
+SPARE = DIM - 1  # the axis that absorbs the rest of a description's unit length
+
+
+class TableEncoder:
+    """Encodes only the texts it was given, to exact vectors, and records every call it gets."""
+
+    def __init__(self, table: Mapping[str, np.ndarray]) -> None:
+        self.table = dict(table)
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+
+
+def axis(i: int) -> np.ndarray:
+    vector = np.zeros(DIM)
+    vector[i] = 1.0
+    return vector
+
+
+def near(**similarities: float) -> np.ndarray:
+    """A unit vector whose cosine to milestone ``m<i>`` (= axis i) is ``similarities['m<i>']``."""
+    vector = np.zeros(DIM)
+    for name, value in similarities.items():
+        vector[int(name[1:])] = value
+    vector[SPARE] = math.sqrt(1.0 - float(np.sum(vector**2)))
+    return vector
+
+
+MILESTONES = ["m0", "m1", "m2"]
+
+
+def make_matcher(descriptions: Mapping[str, np.ndarray], threshold: float = 0.75, **options: int):
+    table = {name: axis(i) for i, name in enumerate(MILESTONES)} | dict(descriptions)
+    encoder = TableEncoder(table)
+    return Matcher(encoder, threshold=threshold, **options), encoder
+
+
+def test_a_step_hits_at_most_one_milestone_and_milestones_are_hit_in_order() -> None:
+    matcher, _ = make_matcher({"both 0 and 1": near(m0=0.6, m1=0.6), "one": near(m1=0.8),
+                               "two": near(m2=0.95)}, threshold=0.5)
+    result = matcher.match(["both 0 and 1", "one", "two"], MILESTONES)
+    assert [h.milestone_index if h else None for h in result.hits] == [0, 1, 2]
+    assert result.checked == (0, 1, 2)
+    assert result.similarities == pytest.approx((0.6, 0.8, 0.95), abs=1e-6)
+    assert result.k == 3 and result.num_milestones == 3 and result.progress == 1.0
+    assert result.hits[1] == Hit(1, "m1", pytest.approx(0.8, abs=1e-6))
+
+
+def test_only_the_milestone_under_the_pointer_is_checked() -> None:
+    matcher, _ = make_matcher({"later": near(m1=0.95, m0=0.1), "first": near(m0=0.9)})
+    result = matcher.match(["later", "first", "later"], MILESTONES)
+    # Step 0 matches m1 well but m1 is not under the pointer: no hit, its score against m0 is kept.
+    assert result.hits[0] is None
+    assert result.checked[0] == 0 and result.similarities[0] == pytest.approx(0.1, abs=1e-6)
+    assert [h.milestone_index if h else None for h in result.hits] == [None, 0, 1]
+    assert result.checked == (0, 0, 1)
+    assert result.k == 2
+
+
+def test_the_threshold_is_strict() -> None:
+    matcher, _ = make_matcher({"close": near(m0=0.8)})
+    at = matcher.similarity("close", "m0")
+    assert at == pytest.approx(0.8, abs=1e-6)
+    exactly = Matcher(matcher.encoder, threshold=at).match(["close"], ["m0"])
+    just_below = Matcher(matcher.encoder, threshold=math.nextafter(at, -1.0)).match(["close"], ["m0"])
+    assert exactly.hits == (None,) and exactly.similarities == (at,)
+    assert just_below.hits == (Hit(0, "m0", at),)
+
+
+def test_the_pointer_never_passes_the_last_milestone_and_the_last_is_not_hit_twice() -> None:
+    matcher, _ = make_matcher({"zero": near(m0=0.9), "one": near(m1=0.9)})
+    result = matcher.match(["zero", "one", "one", "zero"], ["m0", "m1"])
+    assert [h.milestone_index if h else None for h in result.hits] == [0, 1, None, None]
+    assert result.checked == (0, 1, None, None)
+    assert result.similarities[2:] == (None, None)
+    assert result.k == 2
+
+
+def test_no_milestones_means_no_comparison_and_no_encoding() -> None:
+    matcher, encoder = make_matcher({"zero": near(m0=0.9)})
+    result = matcher.match(["zero", "zero"], [])
+    assert result.hits == (None, None) and result.similarities == (None, None)
+    assert result.checked == (None, None)
+    assert result.k == 0 and result.num_milestones == 0 and result.progress == 0.0
+    assert encoder.calls == []
+
+
+def test_alternative_descriptions_take_the_best_similarity() -> None:
+    matcher, _ = make_matcher({"grounded": near(m0=0.5), "model": near(m0=0.85), "low": near(m0=0.2)})
+    result = matcher.match([("grounded", "model"), ("low", None)], ["m0", "m1"])
+    assert result.hits[0] == Hit(0, "m0", pytest.approx(0.85, abs=1e-6))
+    assert result.similarities[1] == pytest.approx(0.0, abs=1e-6)  # "low" against m1; None is skipped
+
+
+def test_blank_descriptions_are_not_compared() -> None:
+    matcher, encoder = make_matcher({"zero": near(m0=0.9)})
+    result = matcher.match(["", ("  ", None), "zero"], MILESTONES)
+    assert result.checked == (None, None, 0)
+    assert result.similarities[:2] == (None, None)
+    assert result.hits[2] is not None
+    assert all(text.strip() for call in encoder.calls for text in call)
+
+
+def test_slot_values_are_replaced_in_descriptions_before_comparing() -> None:
+    milestone = "typed \"<value>\" into the 'Username' field"  # stored slotted
+    raw = "typed \"karrie\" into the 'Username' field"
+    encoder = TableEncoder({milestone: axis(0), raw: near(m0=0.3)})
+
+    without = Matcher(encoder).match([raw], [milestone])
+    assert without.hits == (None,)
+    encoder.calls.clear()
+    with_slots = Matcher(encoder).match([raw], [milestone], slot_values=["Karrie"])  # case-insensitive
+    assert with_slots.hits == (Hit(0, milestone, pytest.approx(1.0, abs=1e-6)),)
+    assert encoder.calls == [[milestone]]  # the slotted description is the milestone's text
+
+
+def test_every_call_encodes_its_uncached_texts_in_one_batch_and_the_cache_remembers_them() -> None:
+    matcher, encoder = make_matcher({"zero": near(m0=0.9), "one": near(m1=0.9), "two": near(m2=0.9)})
+    matcher.match(["zero", "one", "zero"], MILESTONES)
+    assert len(encoder.calls) == 1
+    assert sorted(encoder.calls[0]) == ["m0", "m1", "m2", "one", "zero"]  # each text once
+    matcher.match(["zero", "one", "two"], MILESTONES)
+    assert encoder.calls[1] == ["two"]
+    info = matcher.cache_info()
+    assert (info.misses, info.size) == (6, 6)
+    assert info.hits == 5
+
+
+def test_match_many_encodes_the_whole_batch_at_once_and_equals_match() -> None:
+    descriptions = {"zero": near(m0=0.9), "one": near(m1=0.9), "two": near(m2=0.9)}
+    items = [(["zero", "one"], MILESTONES, ()), (["one", "zero", "one"], MILESTONES, ()), (["two"], [], ())]
+    batched, encoder = make_matcher(descriptions)
+    results = batched.match_many(items)
+    assert len(encoder.calls) == 1
+    single, _ = make_matcher(descriptions)
+    assert results == [single.match(*item) for item in items]
+
+
+def test_the_cache_is_bounded_and_evicts_the_least_recently_used_text() -> None:
+    matcher, encoder = make_matcher({"zero": near(m0=0.9), "one": near(m1=0.9)}, cache_size=2)
+    matcher.embed(["zero", "one"])
+    matcher.embed(["zero"])  # "one" is now the least recently used
+    matcher.embed(["m0"])  # evicts "one"
+    matcher.embed(["zero", "one"])
+    assert encoder.calls == [["zero", "one"], ["m0"], ["one"]]
+    assert matcher.cache_info().size == 2
+
+
+def test_cache_size_zero_turns_the_cache_off() -> None:
+    matcher, encoder = make_matcher({"zero": near(m0=0.9)}, cache_size=0)
+    matcher.match(["zero"], ["m0"])
+    matcher.match(["zero"], ["m0"])
+    assert len(encoder.calls) == 2 and matcher.cache_info().size == 0
+
+
+@pytest.mark.parametrize("threshold", [1.5, -2.0, "0.75", True])
+def test_a_threshold_outside_minus_one_one_is_refused(threshold: object) -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        Matcher(TableEncoder({}), threshold=threshold)  # type: ignore[arg-type]
+
+
+def test_bad_inputs_get_clear_errors() -> None:
+    matcher, _ = make_matcher({"zero": near(m0=0.9)})
+    with pytest.raises(TypeError, match="one entry per step"):
+        matcher.match("zero", MILESTONES)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="milestone 1 must be a non-empty string"):
+        matcher.match(["zero"], ["m0", " "])
+    with pytest.raises(TypeError, match="step 0"):
+        matcher.match([42], MILESTONES)  # type: ignore[list-item]
+
+
+def test_an_encoder_that_returns_the_wrong_shape_is_named() -> None:
+    class Broken:
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            return np.zeros((len(texts) + 1, 3), dtype=np.float32)
+
+    with pytest.raises(ValueError, match="one row per text"):
+        Matcher(Broken()).similarity("a", "b")
+
+
+def test_importing_the_method_does_not_import_torch() -> None:
+    code = ("import sys, admire.milestones, admire.milestones.matcher; "
+            "heavy = [m for m in ('torch', 'sentence_transformers', 'selenium') if m in sys.modules]; "
+            "print(heavy); sys.exit(1 if heavy else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+# -- the real encoder ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def minilm() -> Matcher:
+    return Matcher(MiniLMEncoder())
+
+
+def test_minilm_rows_are_unit_float32_vectors(minilm: Matcher) -> None:
+    encoder = minilm.encoder
+    assert isinstance(encoder, MiniLMEncoder)
+    vectors = encoder.encode(["clicked the 'Login' button", "went back"])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1.0, 1.0], abs=1e-5)
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_minilm_scores_a_paraphrase_above_the_threshold_and_above_unrelated_steps(minilm: Matcher) -> None:
+    grounded = "clicked the 'Login' button"
+    paraphrase = minilm.similarity(grounded, "Login button clicked")  # measured 0.93
+    other_button = minilm.similarity(grounded, "Search button clicked")  # measured 0.43
+    other_action = minilm.similarity(grounded, "typed <value> into the Username field")  # measured 0.31
+    assert paraphrase > 0.75
+    assert paraphrase > other_button > other_action
+    assert minilm.similarity(grounded, grounded) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_minilm_ordered_pointer_on_a_login_episode_of_another_instance(minilm: Matcher) -> None:
+    # Milestones distilled from the instance "karrie"/"9Ht", stored slotted.
+    milestones = ["typed \"<value>\" into the 'Username' field", "typed \"<value>\" into the 'Password' field",
+                  "clicked the 'Login' button"]
+    steps = [
+        "typed \"vina\" into the 'Username' field",
+        "clicked the 'Login' button",  # too early: the pointer is at the password milestone
+        ("typed \"US\" into the 'Password' field", "I entered the password"),
+        "clicked the 'Login' button",
+    ]
+    result = minilm.match(steps, milestones, slot_values=["vina", "US"])
+    assert [h.milestone_index if h else None for h in result.hits] == [0, None, 1, 2]
+    assert result.hits[0].similarity == pytest.approx(1.0, abs=1e-5)  # type: ignore[union-attr]
+    assert result.similarities[1] is not None and result.similarities[1] < 0.75
+    assert result.k == 3

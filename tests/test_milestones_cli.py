@@ -1,0 +1,105 @@
+"""``admire milestones show | history | export | import`` through the real entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from admire.cli import main
+from admire.milestones.bank import MilestoneBank, Provenance
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["milestones", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich folds table cells to the terminal width; a wide one keeps each cell on one line."""
+    monkeypatch.setenv("COLUMNS", "240")
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    """A run directory whose bank has two versions of one list and one of another."""
+    run = tmp_path / "runs" / "demo"
+    with MilestoneBank(run / "milestones.sqlite") as bank:
+        for epoch, phrases in enumerate([["typed <value> into Username", "clicked Login"], ["clicked Login"]]):
+            bank.put("miniwob/login-user", phrases,
+                     Provenance(run="demo", epoch=epoch, trajectory_id=f"t{epoch}", generator="heuristic",
+                                created_at=1_700_000_000.0 + epoch))
+        bank.put("miniwob/click-test", ["clicked Click Me"],
+                 Provenance(run="demo", epoch=0, trajectory_id="t7", generator="heuristic", created_at=1.0))
+    return run
+
+
+def test_show_prints_the_latest_list_of_every_key(capsys: pytest.CaptureFixture[str], run_dir: Path) -> None:
+    code, out, _ = run_cli(capsys, "show", str(run_dir), "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["bank_version"] == 3
+    assert {item["key"]: (item["version"], item["milestones"]) for item in shown["lists"]} == {
+        "miniwob/click-test": (1, ["clicked Click Me"]),
+        "miniwob/login-user": (2, ["clicked Login"]),
+    }
+    code, table, _ = run_cli(capsys, "show", str(run_dir / "milestones.sqlite"), "--key", "miniwob/click-test")
+    assert code == 0
+    assert "miniwob/click-test" in table and "1. clicked Click Me" in table and "login-user" not in table
+
+
+def test_history_lists_every_version_with_its_provenance(capsys: pytest.CaptureFixture[str],
+                                                         run_dir: Path) -> None:
+    code, out, _ = run_cli(capsys, "history", str(run_dir), "miniwob/login-user", "--json")
+    assert code == 0
+    versions = json.loads(out)["versions"]
+    assert [(v["version"], v["provenance"]["trajectory_id"], len(v["milestones"])) for v in versions] == [
+        (1, "t0", 2), (2, "t1", 1)]
+    code, table, _ = run_cli(capsys, "history", str(run_dir), "miniwob/login-user")
+    assert code == 0 and "2 version(s)" in table and "heuristic" in table
+
+
+def test_export_then_import_round_trips_into_a_new_run(capsys: pytest.CaptureFixture[str], run_dir: Path,
+                                                       tmp_path: Path) -> None:
+    exported = tmp_path / "static.json"
+    code, out, _ = run_cli(capsys, "export", str(run_dir), str(exported))
+    assert code == 0 and "exported 2 list(s)" in out
+    new_run = tmp_path / "runs" / "static-control"  # does not exist yet: created as a run directory
+    code, out, _ = run_cli(capsys, "import", str(new_run), str(exported))
+    assert code == 0 and "imported 2 list(s) (frozen)" in out
+    assert (new_run / "milestones.sqlite").is_file()
+
+    _, before, _ = run_cli(capsys, "show", str(run_dir), "--json")
+    _, after, _ = run_cli(capsys, "show", str(new_run), "--json")
+    strip = [{k: v for k, v in item.items() if k not in ("version", "frozen")} for item in json.loads(before)["lists"]]
+    assert [{k: v for k, v in item.items() if k not in ("version", "frozen")}
+            for item in json.loads(after)["lists"]] == strip
+    assert all(item["frozen"] for item in json.loads(after)["lists"])
+
+
+def test_import_of_a_hand_written_file_can_stay_adaptive(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    source = tmp_path / "hand.json"
+    source.write_text(json.dumps({"miniwob/choose-list": ["selected <value>", "clicked the 'Submit' button"]}))
+    bank_file = tmp_path / "bank.sqlite"
+    code, out, _ = run_cli(capsys, "import", str(bank_file), str(source), "--no-freeze")
+    assert code == 0 and "(adaptive)" in out
+    with MilestoneBank(bank_file) as bank:
+        item = bank.get("miniwob/choose-list")
+        assert item is not None and not item.frozen and item.provenance.run == "import:hand.json"
+
+
+def test_errors_are_named_with_exit_code_2(capsys: pytest.CaptureFixture[str], run_dir: Path,
+                                           tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "show", str(tmp_path / "nowhere"))
+    assert code == 2 and "no milestone bank at" in err
+    assert not (tmp_path / "nowhere").exists()  # reading never creates a bank
+    code, _, err = run_cli(capsys, "history", str(run_dir), "miniwob/unknown")
+    assert code == 2 and "no milestones for key 'miniwob/unknown'" in err and "miniwob/login-user" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    code, _, err = run_cli(capsys, "import", str(run_dir), str(bad))
+    assert code == 2 and "not a JSON milestone file" in err
