@@ -187,7 +187,7 @@ def parse_model_output(text: object) -> ParseResult:
     """
     try:
         return _parse(text)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the contract is "never raises"
         raw = text if isinstance(text, str) else repr(text)
         return ParseResult(raw=raw, action=None, error=f"unreadable output ({type(exc).__name__})")
 

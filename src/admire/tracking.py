@@ -118,7 +118,7 @@ class Tracker:
         for sink in list(self.sinks):
             try:
                 sink.log(metrics, step)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if isinstance(sink, JsonlSink):
                     raise
                 logger.warning("dropping %s after an error: %s", type(sink).__name__, exc)

@@ -34,12 +34,12 @@ from admire.milestones.bank import MilestoneBank, milestone_key
 from admire.milestones.generator import make_generator
 from admire.milestones.matcher import Matcher
 from admire.milestones.update import update_bank
+from admire.report import plot_learning_curve
 from admire.rewards import RewardConfig, score_batch
 from admire.rl.advantages import compute_advantages, group_samples
 from admire.rl.ppo import PPOConfig, Sample, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
 from admire.runs import RunDir
-from admire.report import plot_learning_curve
 from admire.tracking import Tracker, read_metrics, truncate_metrics
 from admire.types import Task, Trajectory
 
@@ -125,12 +125,8 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
                 changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
                                       run=run.path.name, epoch=epoch)
 
-            # 3. Rewards for every step, then step-level advantages per group.
-            def milestones_of(trajectory: Trajectory) -> Sequence[str]:
-                entry = bank.get(milestone_key(trajectory, key=cfg.milestone_reward.key))
-                return entry.milestones if entry is not None else ()
-
-            rewards = score_batch(usable, milestones_of, matcher, reward_cfg, epoch)
+            # 3. Rewards for every step (milestones looked up in the bank), then advantages per group.
+            rewards = score_batch(usable, bank, matcher, reward_cfg, epoch)
             samples, adv_info = build_samples(usable, rewards, cfg.algorithm.adv_estimator)
 
             # 4. PPO-clip update.
@@ -327,7 +323,7 @@ def load_policy_weights(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"no policy checkpoint at {path}")
     data = torch.load(path, map_location="cpu", weights_only=False)
-    return data["policy"] if "policy" in data else data
+    return data.get("policy", data)
 
 
 def configure_threads(setting: Any) -> int:
