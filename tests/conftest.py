@@ -16,3 +16,30 @@ _SCRATCH = Path(os.environ.get("TMPDIR") or tempfile.gettempdir()) / "admire-tes
 _SCRATCH.mkdir(parents=True, exist_ok=True)
 os.environ["TMPDIR"] = str(_SCRATCH)
 tempfile.tempdir = None  # re-read TMPDIR
+
+
+# --------------------------------------------------------------------------------------------------
+# One real MiniWoB++ browser for the whole session (starting Chromium costs about a second)
+# --------------------------------------------------------------------------------------------------
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def miniwob_session_env():
+    """The shared real MiniWoB++ env; tests that need their own browser (crash, close) make one."""
+    from admire.envs.miniwob import MiniWoBEnv
+
+    env = MiniWoBEnv(max_steps=10)
+    yield env
+    env.close()
+
+
+@pytest.fixture
+def miniwob_env(miniwob_session_env):
+    """The shared env, healthy and with default options at the start of each test."""
+    env = miniwob_session_env
+    if not env.healthy():
+        env.restart()
+    env.screenshots, env.screenshot_scale, env.max_steps = False, 1.0, 10
+    return env

@@ -1,0 +1,135 @@
+"""Named task suites and their train/eval splits.
+
+A suite is a list of task templates; the split decides the seeds. Train seeds are drawn from
+``TRAIN_SEEDS`` and eval seeds are ``EVAL_SEED_START + i``: the ranges are disjoint, so an evaluation
+episode is never one the policy trained on, and both are deterministic, so two runs with the same
+config see the same tasks in the same order. Suites live in ``suites.yaml`` beside this file; a user's
+own YAML file of the same shape can be loaded with :func:`load_suites`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from admire.types import Task
+
+SUITES_FILE = Path(__file__).with_name("suites.yaml")
+TRAIN_SEEDS = range(0, 100_000)
+EVAL_SEED_START = 1_000_000
+DEFAULT_EVAL_EPISODES_PER_TASK = 20
+ALL_TASKS = "all"
+
+Split = Literal["train", "eval"]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named list of tasks (full names, ``miniwob/login-user``) and its seeded splits."""
+
+    name: str
+    tasks: tuple[str, ...]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise ValueError(f"suite {self.name!r} has no tasks")
+        bad = [t for t in self.tasks if "/" not in t]
+        if bad:
+            raise ValueError(f"suite {self.name!r}: task names are '<backend>/<task>', got {bad}")
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        return tuple(t.split("/", 1)[1] for t in self.tasks)
+
+    def train_tasks(self, n: int, epoch: int = 0, seed: int = 0) -> list[Task]:
+        """``n`` training tasks for ``epoch``: every template about ``n / len(tasks)`` times, in a
+        shuffled order, each with a seed from ``TRAIN_SEEDS``. The same ``(epoch, seed)`` gives the
+        same list; another epoch gives other seeds."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        rng = random.Random(f"{self.name}|train|{seed}|{epoch}")
+        names: list[str] = []
+        while len(names) < n:
+            block = list(self.tasks)
+            rng.shuffle(block)
+            names.extend(block)
+        return [Task(name=name, seed=rng.randrange(TRAIN_SEEDS.start, TRAIN_SEEDS.stop)) for name in names[:n]]
+
+    def eval_tasks(self, per_task: int = DEFAULT_EVAL_EPISODES_PER_TASK) -> list[Task]:
+        """The fixed evaluation set: seeds ``EVAL_SEED_START .. + per_task - 1`` of every template."""
+        if per_task < 0:
+            raise ValueError(f"per_task must be >= 0, got {per_task}")
+        return [Task(name=name, seed=EVAL_SEED_START + i) for name in self.tasks for i in range(per_task)]
+
+    def split(self, split: Split, n: int | None = None, epoch: int = 0) -> list[Task]:
+        """``split("train", n, epoch)``: ``n`` training tasks (default one per template);
+        ``split("eval", n)``: ``n`` episodes per template (default 20)."""
+        if split == "train":
+            return self.train_tasks(len(self.tasks) if n is None else n, epoch=epoch)
+        if split == "eval":
+            return self.eval_tasks(DEFAULT_EVAL_EPISODES_PER_TASK if n is None else n)
+        raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
+
+
+def load_suites(path: str | Path = SUITES_FILE) -> dict[str, Suite]:
+    """Read a suites YAML file: ``{name: {backend, description, tasks: [templates] | all}}``."""
+    return {name: _suite_from_yaml(name, spec, path) for name, spec in _read_specs(path).items()}
+
+
+def _read_specs(path: str | Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path}: expected a mapping of suite names to suites")
+    return {str(name): spec for name, spec in data.items()}
+
+
+def _suite_from_yaml(name: str, spec: Any, path: str | Path) -> Suite:
+    if not isinstance(spec, Mapping) or "tasks" not in spec or "backend" not in spec:
+        raise ValueError(f"{path}: suite {name!r} needs 'backend' and 'tasks'")
+    backend = str(spec["backend"])
+    tasks = spec["tasks"]
+    if tasks == ALL_TASKS:
+        tasks = _all_tasks(backend)
+    if not isinstance(tasks, list | tuple) or not all(isinstance(t, str) for t in tasks):
+        raise ValueError(f"{path}: suite {name!r}: 'tasks' must be a list of task names or 'all'")
+    full = tuple(t if "/" in t else f"{backend}/{t}" for t in tasks)
+    return Suite(name=name, tasks=full, description=str(spec.get("description", "")).strip())
+
+
+def _all_tasks(backend: str) -> list[str]:
+    if backend != "miniwob":
+        raise ValueError(f"'tasks: all' is only known for the miniwob backend, not {backend!r}")
+    from admire.envs.miniwob import miniwob_task_names  # imports miniwob and gymnasium
+
+    return list(miniwob_task_names())
+
+
+@cache
+def _builtin_specs() -> dict[str, Any]:
+    return _read_specs(SUITES_FILE)
+
+
+def list_suites() -> list[str]:
+    """Names of the built-in suites."""
+    return sorted(_builtin_specs())
+
+
+@cache
+def get_suite(name: str) -> Suite:
+    """A built-in suite by name, or an ad-hoc one from comma-separated task names
+    (``"miniwob/login-user,miniwob/click-test"``). Only ``miniwob-all`` imports miniwob."""
+    if "/" in name:
+        tasks = tuple(t.strip() for t in name.split(",") if t.strip())
+        return Suite(name=name, tasks=tasks, description="ad-hoc suite")
+    specs = _builtin_specs()
+    if name not in specs:
+        raise KeyError(f"unknown suite {name!r}; known suites: {', '.join(sorted(specs))}")
+    return _suite_from_yaml(name, specs[name], SUITES_FILE)
