@@ -78,6 +78,15 @@ def test_label_preference_text_then_description_then_hint_then_resource_id() -> 
     assert element_label(UIElement(text="   ")) is None
 
 
+def test_a_field_is_named_by_its_label_not_by_what_was_typed_into_it() -> None:
+    filled = USERNAME.model_copy(update={"text": "karrie"})
+    assert element_label(filled) == "Username"
+    assert describe(validate_action({"action_type": "input_text", "index": 0, "text": "x"}),
+                    Observation(goal="", ui_elements=(filled,))) == 'typed "x" into the \'Username\' field'
+    unnamed = UIElement(class_name="android.widget.EditText", is_editable=True, text="draft")
+    assert element_label(unnamed) == "draft"
+
+
 def test_long_labels_are_clipped_and_whitespace_collapsed() -> None:
     label = element_label(UIElement(text="word  \n" * 40))
     assert label is not None and len(label) <= 60 and label.endswith("…") and "  " not in label

@@ -379,8 +379,16 @@ def element_role(element: UIElement) -> str:
 
 
 def element_label(element: UIElement) -> str | None:
-    """The name a person would use: visible text, else content description, hint or resource id."""
-    for value in (element.text, element.content_description, element.hint_text, element.tooltip):
+    """The name a person would use: visible text, else content description, hint or resource id.
+
+    An editable field's text is what was typed into it, not its name, so a field is named by its
+    label (hint, description) first: "typed "ann" into the 'Name' field" stays the same sentence
+    whatever the field held before, which is what lets milestones match across episodes.
+    """
+    values = (element.text, element.content_description, element.hint_text, element.tooltip)
+    if element.is_editable:
+        values = (element.hint_text, element.content_description, element.tooltip, None)
+    for value in values:
         if value and value.strip():
             return _clip(" ".join(value.split()))
     if element.resource_id:
@@ -388,6 +396,8 @@ def element_label(element: UIElement) -> str | None:
         rid = re.sub(r"[_\-]+", " ", rid).strip()
         if rid:
             return _clip(rid)
+    if element.is_editable and element.text and element.text.strip():
+        return _clip(" ".join(element.text.split()))
     return None
 
 
