@@ -70,8 +70,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
         kl_coef=float(cfg.actor_rollout_ref.actor.kl_coef),
         max_grad_norm=float(cfg.actor_rollout_ref.actor.max_grad_norm),
     )
-    policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
-                         hidden_size=int(cfg.actor_rollout_ref.model.hidden_size))
+    policy = build_policy(cfg)
     if cfg.actor_rollout_ref.model.path:
         policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
     optimizer = torch.optim.Adam(policy.parameters(), lr=float(cfg.actor_rollout_ref.actor.lr))
@@ -146,12 +145,14 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
                 metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
 
             # 6. Log and checkpoint.
-            state.epoch, state.env_steps = epoch + 1, state.env_steps + stats.env_steps
+            # Counted from the trajectories, so an epoch resumed from its written rollouts counts the same.
+            state.epoch = epoch + 1
+            state.env_steps += sum(step.format_valid for t in trajectories for step in t.steps)
             state.wall_s = time.perf_counter() - started
             metrics.update({"env_steps_total": state.env_steps, "wall_s": state.wall_s})
+            tracker.log(metrics, step=epoch)  # before the checkpoint: a resume truncates and redoes it
             run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state), epoch,
                                 keep=int(cfg.trainer.keep_checkpoints))
-            tracker.log(metrics, step=epoch)
             progress.advance(metrics)
 
         progress.status("final evaluation")
@@ -181,13 +182,20 @@ def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
     """Load a policy from a checkpoint (or run directory) and evaluate it greedily on ``cfg.env.suite``."""
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
-    policy = make_policy(cfg.actor_rollout_ref.model.name, seed=int(cfg.run.seed),
-                         hidden_size=int(cfg.actor_rollout_ref.model.hidden_size))
+    policy = build_policy(cfg)
     policy.load_state_dict(load_policy_weights(checkpoint))
     policy.eval()
     with ExitStack() as stack:
         envs = make_envs(cfg, stack)
         return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats())
+
+
+def build_policy(cfg: DictConfig) -> Any:
+    """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options."""
+    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
+    assert isinstance(model, dict)
+    options = {k: v for k, v in model.items() if k not in ("name", "path")}
+    return make_policy(str(model["name"]), seed=int(cfg.run.seed), **options)
 
 
 def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:

@@ -1,0 +1,104 @@
+"""The main job end to end on the real parts: MiniWoB++ in Chromium, the MiniLM encoder, the dom policy."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from admire.cli import main
+from admire.config import load_run_config
+from admire.milestones.bank import MilestoneBank
+from admire.rl.trainer import build_policy
+from admire.runs import RunDir
+from admire.tracking import read_metrics
+
+pytestmark = pytest.mark.browser
+
+TINY = [
+    "env.suite=miniwob-smoke",
+    "env.max_envs=[1]",
+    "env.max_steps=4",
+    "trainer.tasks_per_epoch=2",
+    "actor_rollout_ref.rollout.n=2",
+    "trainer.eval_episodes=1",
+    "trainer.eval_every=0",
+    "tracking.tensorboard=false",
+    "tracking.swanlab=null",
+]
+
+
+def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(tmp_path: Path) -> None:
+    code = main(["train", "--quiet", f"run.dir={tmp_path}", "run.name=one", "trainer.total_epochs=1", *TINY])
+    assert code == 0
+    run = RunDir(tmp_path / "one")
+    for path in (run.config, run.metrics, run.bank, run.summary, run.report / "learning_curve.png",
+                 run.checkpoints / "latest.pt", run.trajectory_file("train", 0), run.trajectory_file("eval", 0)):
+        assert path.exists(), path
+    checkpoint = run.load_checkpoint()
+    assert checkpoint is not None and checkpoint["state"]["epoch"] == 1
+    untrained = build_policy(load_run_config(run.path)).state_dict()
+    trained = checkpoint["policy"]
+    changed = [k for k, v in trained.items() if isinstance(v, torch.Tensor) and not torch.equal(v, untrained[k])]
+    assert changed, "the PPO update left every parameter as it was"
+    [record] = read_metrics(run.metrics)
+    assert record["step"] == 0 and record["train/episodes"] == 4 and record["env/steps"] > 0
+    trajectories = run.read_trajectories("train", 0)
+    assert trajectories is not None and len(trajectories) == 4
+    assert all(step.grounded_description for t in trajectories for step in t.steps if step.format_valid)
+
+
+def _wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"training exited with {process.returncode} before {path.name} appeared")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} did not appear within {timeout} s")
+        time.sleep(0.02)
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    args = ["train", "--quiet", f"run.dir={tmp_path}", "run.name=killed", "trainer.total_epochs=3", *TINY]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "admire.cli", *args], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = RunDir(tmp_path / "killed")
+    try:
+        # Kill the moment epoch 1's rollouts are on disk: its update and checkpoint are still to come.
+        _wait_for(run.trajectory_file("train", 1), process, timeout=300)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    checkpoint = run.load_checkpoint()
+    assert checkpoint is not None
+    resumed_epoch, bank_version = checkpoint["state"]["epoch"], checkpoint["bank_version"]
+    assert resumed_epoch in (1, 2)
+    interrupted = run.read_trajectories("train", 1)
+    assert interrupted is not None
+
+    assert main(["train", "--quiet", f"resume={run.path}"]) == 0
+
+    final = run.load_checkpoint()
+    assert final is not None and final["state"]["epoch"] == 3
+    assert final["bank_version"] >= bank_version
+    # Epoch 1's finished rollouts were reused, not re-run or appended to.
+    assert [t.id for t in run.read_trajectories("train", 1) or []] == [t.id for t in interrupted]
+    ids = [t.id for e in range(3) for t in run.read_trajectories("train", e) or []]
+    assert len(ids) == 3 * 4 and len(set(ids)) == len(ids)
+    # One metrics line per epoch, none doubled by the redone epoch.
+    assert [r["step"] for r in read_metrics(run.metrics)] == [0, 1, 2]
+    # The bank holds at most one version per key and epoch: the redone epoch did not stack a second one.
+    with MilestoneBank(run.bank) as bank:
+        versions = [entry for key in bank.latest() for entry in bank.history(key.key)]
+    per_epoch = Counter((entry.key, entry.provenance.epoch) for entry in versions)
+    assert all(count == 1 for count in per_epoch.values()), per_epoch
