@@ -68,17 +68,19 @@ def _wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     args = ["train", "--quiet", f"run.dir={tmp_path}", "run.name=killed", "trainer.total_epochs=3", *TINY]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "admire.cli", *args], env=env,
+    # Its own process group, so the kill also takes the browsers it started (a real kill -9 of a
+    # trainer orphans them; the test must not leave them behind).
+    process = subprocess.Popen([sys.executable, "-m", "admire.cli", *args], env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     run = RunDir(tmp_path / "killed")
     try:
         # Kill the moment epoch 1's rollouts are on disk: its update and checkpoint are still to come.
         _wait_for(run.trajectory_file("train", 1), process, timeout=300)
-        os.kill(process.pid, signal.SIGKILL)
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     finally:
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
     checkpoint = run.load_checkpoint()
     assert checkpoint is not None
     resumed_epoch, bank_version = checkpoint["state"]["epoch"], checkpoint["bank_version"]
