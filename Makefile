@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test test-all lint bench setup system-deps clean
 
 demo: setup
-	$(BIN)/admire demo
+	$(BIN)/admire train
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks

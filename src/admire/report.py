@@ -19,8 +19,8 @@ def print_summary(summary: Mapping[str, Any], console: Console) -> None:
     before, after = _per_task(summary["before"]), _per_task(summary["after"])
     table = Table(title=f"{summary['suite']} — held-out success ({summary['reward_mode']} rewards)")
     table.add_column("task")
-    table.add_column("untrained", justify="right")
-    table.add_column("trained", justify="right")
+    table.add_column("before RL", justify="right")
+    table.add_column("after RL", justify="right")
     table.add_column("change", justify="right")
     for task in sorted(set(before) | set(after)):
         b, a = before.get(task, 0.0), after.get(task, 0.0)
@@ -28,6 +28,10 @@ def print_summary(summary: Mapping[str, Any], console: Console) -> None:
     b, a = summary["before"]["success"], summary["after"]["success"]
     table.add_row("[bold]average", f"[bold]{b:.0%}", f"[bold]{a:.0%}", f"[bold]{(a - b) * 100:+.0f} pts")
     console.print(table)
+    if summary.get("warm_start"):
+        ws = summary["warm_start"]
+        console.print(f"before RL = after a behaviour-cloning warm start on {ws['demonstrations']:.0f} oracle "
+                      "demonstrations of other tasks (warm_start.suite)")
     console.print(f"{summary['epochs']} epochs, {summary['env_steps']} env steps, {summary['wall_s']:.0f} s; "
                   f"milestone bank version {summary['bank_version']}")
 

@@ -54,6 +54,7 @@ class TrainState:
     env_steps: int = 0
     wall_s: float = 0.0
     baseline: dict[str, float] | None = None
+    warm_start: dict[str, float] | None = None
 
 
 def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any]:
@@ -101,8 +102,12 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
         max_steps = int(cfg.env.max_steps)
         started = time.perf_counter() - state.wall_s
 
+        if state.baseline is None and cfg.actor_rollout_ref.warm_start.enable:
+            progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
+            state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
+                                          seed=int(cfg.run.seed))
         if state.baseline is None:
-            progress.status("evaluating the untrained policy")
+            progress.status("evaluating the policy before RL")
             state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats())
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
@@ -165,6 +170,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
             "env_steps": state.env_steps,
             "wall_s": time.perf_counter() - started,
             "before": state.baseline,
+            "warm_start": state.warm_start,
             "after": final,
             "bank_version": bank.version,
         }
@@ -188,6 +194,25 @@ def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
     with ExitStack() as stack:
         envs = make_envs(cfg, stack)
         return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats())
+
+
+def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: int) -> dict[str, float]:
+    """Behaviour cloning on oracle demonstrations of tasks *outside* the training suite.
+
+    The analogue of starting RL from a pretrained base model: the policy learns what forms and
+    lists look like in general, never the tasks it is evaluated on (an overlap is refused).
+    """
+    from admire.agent.pretrain import pretrain, record_oracle_demonstrations
+
+    demo_suite = get_suite(section.suite)
+    overlap = sorted(set(demo_suite.tasks) & set(suite.tasks))
+    if overlap:
+        raise ValueError(f"warm_start.suite {demo_suite.name!r} shares tasks with the training suite "
+                         f"{suite.name!r} ({', '.join(overlap)}): demonstrations must come from other tasks")
+    tasks = demo_suite.train_tasks(len(demo_suite.tasks) * int(section.episodes_per_task), epoch=0, seed=seed)
+    demos = record_oracle_demonstrations(env, tasks, max_steps=int(section.max_steps))
+    metrics = pretrain(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
+    return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
 
 
 def build_policy(cfg: DictConfig) -> Any:
