@@ -192,17 +192,18 @@ def test_unknown_estimator_names_the_known_ones():
         get_advantage("gae")
 
 
-def test_register_a_custom_estimator_and_refuse_a_name_clash(monkeypatch):
-    monkeypatch.setattr(adv, "ADVANTAGE_ESTIMATORS", dict(ADVANTAGE_ESTIMATORS))
-
+def test_register_a_custom_estimator_and_refuse_a_name_clash():
     @register_advantage("outcome_sign")
     def outcome_sign(samples):
         return adv.AdvantageResult(tuple(None if s.excluded else (s.outcome - 0.5,) * len(s.rewards)
                                          for s in samples))
 
-    assert compute_advantages("outcome_sign", [sample(0.0, outcome=1.0)]).advantages == ((0.5,),)
-    with pytest.raises(ValueError, match="already registered"):
-        register_advantage("grpo_step")(outcome_sign)
+    try:
+        assert compute_advantages("outcome_sign", [sample(0.0, outcome=1.0)]).advantages == ((0.5,),)
+        with pytest.raises(ValueError, match="already registered"):
+            register_advantage("grpo_step")(outcome_sign)
+    finally:
+        ADVANTAGE_ESTIMATORS.pop("outcome_sign", None)
 
 
 def test_group_samples_from_trajectories_and_breakdowns():

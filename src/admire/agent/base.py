@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from admire.registry import Registry
 from admire.types import Action, Observation, Step
 
 if TYPE_CHECKING:  # torch stays out of import time for users of the protocol alone
@@ -50,26 +51,15 @@ class Policy(Protocol):
 
 
 PolicyFactory = Callable[..., Policy]
-_REGISTRY: dict[str, PolicyFactory] = {}
+POLICIES: Registry[PolicyFactory] = Registry("policy", loader=lambda _name: _load_builtin_policies())
 
 
 def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    def decorator(factory: PolicyFactory) -> PolicyFactory:
-        if name in _REGISTRY and _REGISTRY[name] is not factory:
-            raise ValueError(f"a policy named {name!r} is already registered")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
+    return POLICIES.register(name)
 
 
 def make_policy(name: str, **options: Any) -> Policy:
-    _load_builtin_policies()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; registered: {', '.join(sorted(_REGISTRY))}") from None
-    return factory(**options)
+    return POLICIES.lookup(name)(**options)
 
 
 def _load_builtin_policies() -> None:

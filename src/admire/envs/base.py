@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from admire.registry import Registry
 from admire.types import Action, Observation, Task
 
 
@@ -42,35 +43,21 @@ class GuiEnv(Protocol):
 
 
 EnvFactory = Callable[..., GuiEnv]
-_REGISTRY: dict[str, EnvFactory] = {}
+ENVS: Registry[EnvFactory] = Registry("environment backend", loader=lambda _name: _load_builtin_backends())
 
 
 def register_env(name: str) -> Callable[[EnvFactory], EnvFactory]:
     """Register a backend factory under ``name`` (the ``<backend>`` part of task names)."""
-
-    def decorator(factory: EnvFactory) -> EnvFactory:
-        if name in _REGISTRY and _REGISTRY[name] is not factory:
-            raise ValueError(f"an environment backend named {name!r} is already registered")
-        _REGISTRY[name] = factory
-        return factory
-
-    return decorator
+    return ENVS.register(name)
 
 
 def registered_envs() -> list[str]:
-    _load_builtin_backends()
-    return sorted(_REGISTRY)
+    return ENVS.names()
 
 
 def make_env(name: str, **options: Any) -> GuiEnv:
     """Build a backend by name: ``make_env("miniwob", max_steps=10)``."""
-    _load_builtin_backends()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
-        raise ValueError(f"unknown environment backend {name!r}; registered: {known}") from None
-    return factory(**options)
+    return ENVS.lookup(name)(**options)
 
 
 def make_task(name: str, seed: int = 0, **params: Any) -> Task:

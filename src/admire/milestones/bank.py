@@ -13,9 +13,7 @@ so that a resumed run can tell whether the bank moved on.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -24,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from admire.fileio import atomic_write_text
 from admire.types import Task, Trajectory
 
 BankMode = Literal["adaptive", "static"]
@@ -233,20 +232,7 @@ class MilestoneBank:
                 for item in lists
             },
         }
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(document, out, indent=2, ensure_ascii=False)
-                out.write("\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        return target
+        return atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
     def import_json(self, path: str | Path, freeze: bool = True) -> list[MilestoneList]:
         """Add the lists of a milestone file as new versions; ``freeze`` makes training leave them alone.

@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from admire.registry import Registry
 from admire.types import Step, Trajectory
 
 MIN_MILESTONES = 2
@@ -35,36 +36,30 @@ class MilestoneGenerator(Protocol):
 
 GeneratorFactory = Callable[..., MilestoneGenerator]
 F = TypeVar("F", bound=GeneratorFactory)
-GENERATORS: dict[str, GeneratorFactory] = {}
+
+
+def _import_generator_module(name: str) -> None:
+    """``make_generator("llm")`` imports ``admire.milestones.llm_generator`` on demand."""
+    if not name:
+        return
+    try:
+        importlib.import_module(f"admire.milestones.{name}_generator")
+    except ModuleNotFoundError as error:
+        if error.name != f"admire.milestones.{name}_generator":
+            raise  # the generator's module exists but one of its own imports is missing
+
+
+GENERATORS: Registry[GeneratorFactory] = Registry("milestone generator", loader=_import_generator_module)
 
 
 def register_generator(name: str) -> Callable[[F], F]:
     """Register a generator class (or factory) under ``name`` for ``make_generator``."""
-
-    def decorator(factory: F) -> F:
-        existing = GENERATORS.get(name)
-        if existing is not None and existing is not factory:
-            raise ValueError(f"a milestone generator named {name!r} is already registered ({existing!r})")
-        GENERATORS[name] = factory
-        return factory
-
-    return decorator
+    return GENERATORS.register(name)
 
 
 def make_generator(name: str, **options: Any) -> MilestoneGenerator:
     """Build a registered generator: ``make_generator("heuristic")``, ``make_generator("llm", base_url=…)``."""
-    if name not in GENERATORS:
-        try:
-            importlib.import_module(f"admire.milestones.{name}_generator")
-        except ModuleNotFoundError as error:
-            if error.name != f"admire.milestones.{name}_generator":
-                raise  # the generator's module exists but one of its own imports is missing
-    try:
-        factory = GENERATORS[name]
-    except KeyError:
-        known = ", ".join(sorted(GENERATORS)) or "none"
-        raise ValueError(f"unknown milestone generator {name!r}; registered: {known}") from None
-    return factory(**options)
+    return GENERATORS.lookup(name)(**options)
 
 
 # Grounded toggles read "checked the 'X' checkbox" / "unchecked the 'X' switch" (actions.describe).

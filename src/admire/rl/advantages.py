@@ -20,6 +20,7 @@ from typing import Literal
 
 import numpy as np
 
+from admire.registry import Registry
 from admire.types import RewardBreakdown, Trajectory
 
 EPS = 1e-6
@@ -81,32 +82,20 @@ class AdvantageResult:
 
 AdvantageEstimator = Callable[[Sequence[GroupSample]], AdvantageResult]
 
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {}
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
 
 
 def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
     """Register an estimator under ``name`` (``algorithm.adv_estimator`` in the config)."""
-
-    def decorate(fn: AdvantageEstimator) -> AdvantageEstimator:
-        existing = ADVANTAGE_ESTIMATORS.get(name)
-        if existing is not None and existing is not fn:
-            raise ValueError(f"an advantage estimator named {name!r} is already registered "
-                             f"({existing.__module__}.{existing.__qualname__}); pick another name")
-        ADVANTAGE_ESTIMATORS[name] = fn
-        return fn
-
-    return decorate
+    return ADVANTAGE_ESTIMATORS.register(name)
 
 
 def list_advantages() -> list[str]:
-    return sorted(ADVANTAGE_ESTIMATORS)
+    return ADVANTAGE_ESTIMATORS.names()
 
 
 def get_advantage(name: str) -> AdvantageEstimator:
-    try:
-        return ADVANTAGE_ESTIMATORS[name]
-    except KeyError:
-        raise ValueError(f"unknown advantage estimator {name!r}; known: {', '.join(list_advantages())}") from None
+    return ADVANTAGE_ESTIMATORS.lookup(name)
 
 
 def compute_advantages(name: str, samples: Sequence[GroupSample]) -> AdvantageResult:
