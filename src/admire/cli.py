@@ -1,8 +1,8 @@
 """``admire`` — one entry point, one module per subcommand.
 
 Each subcommand lives in its own module exposing ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> int``; the modules are imported only when their command runs, so ``admire --help``
-stays instant and a command never pays for another's heavy imports (torch, selenium).
+``run(args) -> int``; a module imports its heavy dependencies (torch, selenium) inside ``run``, so
+``admire --help`` stays instant and a command never pays for another's imports.
 """
 
 from __future__ import annotations
@@ -20,32 +20,24 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="admire", description=__doc__.splitlines()[0].strip("`"))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="admire", description="Train GUI agents with reinforcement learning and adaptive milestone rewards."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
-        if only is not None and name != only:
-            sub.add_parser(name, help=f"see 'admire {name} --help'", add_help=False)
-            continue
-        module = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)  # light: heavy imports live inside run()
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    command = next((a for a in argv if not a.startswith("-")), None)
-    if command not in COMMANDS:
-        parser = argparse.ArgumentParser(prog="admire")
-        sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-        for name in COMMANDS:
-            sub.add_parser(name)
-        if command is not None:
-            parser.error(f"unknown command {command!r}; choose from {', '.join(COMMANDS)}")
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command is None:
         parser.print_help()
-        return 0 if "-h" in argv or "--help" in argv else 2
-    args = build_parser(only=command).parse_args(argv)
-    module = importlib.import_module(COMMANDS[command])
+        return 2
+    module = importlib.import_module(COMMANDS[args.command])
     return int(module.run(args) or 0)
 
 
