@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -32,12 +33,18 @@ def run(args: argparse.Namespace) -> int:
     console = Console(quiet=args.quiet)
     resume = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("resume=")), None)
     overrides = [o for o in args.overrides if not o.startswith("resume=")]
+    try:
+        if resume:
+            run_dir = RunDir(resume)
+            cfg = load_run_config(run_dir.path, overrides)
+        else:
+            cfg = load_config(args.config, overrides, args.config_dir)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"admire train: error: {exc}", file=sys.stderr)
+        return 2
     if resume:
-        run_dir = RunDir(resume)
-        cfg = load_run_config(run_dir.path, overrides)
         console.print(f"[bold]resuming[/bold] {run_dir.path}")
     else:
-        cfg = load_config(args.config, overrides, args.config_dir)
         name = cfg.run.name or f"{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_dir = RunDir(Path(cfg.run.dir) / name).create()
         cfg.run.name = name
