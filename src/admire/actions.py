@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -293,7 +294,10 @@ def _load_object(candidate: str) -> tuple[dict[str, Any] | None, str | None]:
         value = json.loads(candidate)
     except (ValueError, RecursionError):
         try:
-            value = _literal(ast.parse(candidate.strip(), mode="eval").body)
+            with warnings.catch_warnings():  # model text is full of odd escapes ("\-"): not our warning
+                warnings.simplefilter("ignore")
+                tree = ast.parse(candidate.strip(), mode="eval")
+            value = _literal(tree.body)
         except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
             return None, "action is not valid JSON or a Python literal dict"
     if not isinstance(value, dict):
