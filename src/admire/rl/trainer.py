@@ -81,8 +81,6 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
     with ExitStack() as stack:
         bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
         stack.callback(bank.close)
-        if cfg.milestone_reward.mode == "static" and cfg.milestone_reward.static_path and not bank.keys():
-            bank.import_json(cfg.milestone_reward.static_path, freeze=True)
         matcher = Matcher(threshold=reward_cfg.threshold) if reward_cfg.matches_milestones else None
         generator = make_generator(cfg.milestone_reward.generator,
                                    **_generator_options(cfg.milestone_reward))
@@ -93,6 +91,10 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
         if checkpoint is not None:
             state = restore(checkpoint, policy, optimizer, bank, update_rng)
             logger.info("resuming %s at epoch %d (bank version %d)", run.path, state.epoch, bank.version)
+        else:
+            bank.rollback(0)  # a run killed before its first checkpoint starts its bank afresh too
+            if cfg.milestone_reward.mode == "static" and cfg.milestone_reward.static_path:
+                bank.import_json(cfg.milestone_reward.static_path, freeze=True)
         truncate_metrics(run.metrics, before_step=state.epoch)
         tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
                           tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
@@ -102,6 +104,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
         max_steps = int(cfg.env.max_steps)
         started = time.perf_counter() - state.wall_s
 
+        evaluation: dict[str, float] | None = None
         if state.baseline is None and cfg.actor_rollout_ref.warm_start.enable:
             progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
             state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
@@ -144,6 +147,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
             # 5. Evaluate on held-out seeds now and then.
             metrics = epoch_metrics(trajectories, rewards, usable, stats, update, adv_info, bank, changes,
                                     key=cfg.milestone_reward.key)
+            evaluation = None
             if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
                 progress.status(f"epoch {epoch}: evaluating")
                 evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats())
@@ -160,8 +164,11 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
                                 keep=int(cfg.trainer.keep_checkpoints))
             progress.advance(metrics)
 
-        progress.status("final evaluation")
-        final = evaluate(policy, envs, suite, cfg, run, epoch=int(cfg.trainer.total_epochs), stats=RolloutStats())
+        final = evaluation if state.epoch == int(cfg.trainer.total_epochs) and evaluation is not None else None
+        if final is None:  # the last epoch's evaluation, when it had one, is the final one: same policy, seeds
+            progress.status("final evaluation")
+            final = evaluate(policy, envs, suite, cfg, run, epoch=int(cfg.trainer.total_epochs),
+                             stats=RolloutStats())
         summary = {
             "run": run.path.name,
             "suite": suite.name,
