@@ -64,8 +64,10 @@ def plot_learning_curve(records: Sequence[Mapping[str, Any]], path: Path) -> Pat
     top.set_ylim(-0.02, 1.02)
     top.set_ylabel("success rate")
     top.legend(loc="lower right")
-    for key in ("reward/total", "reward/outcome", "reward/milestone", "reward/format"):
-        bottom.plot(epochs, [r.get(key, 0.0) for r in records], label=key.split("/")[1])
+    labels = {"reward/total": "total", "reward/outcome": "outcome", "reward/milestone": "milestone (before λ)",
+              "reward/format": "format"}
+    for key, label in labels.items():
+        bottom.plot(epochs, [r.get(key, 0.0) for r in records], label=label)
     bottom.set_xlabel("epoch")
     bottom.set_ylabel("mean step reward")
     bottom.legend(loc="upper left", fontsize="small")
