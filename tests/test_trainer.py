@@ -35,7 +35,9 @@ TINY = [
 ]
 
 
-def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(tmp_path: Path) -> None:
+def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["train", "--quiet", f"run.dir={tmp_path}", "run.name=one", "trainer.total_epochs=1", *TINY])
     assert code == 0
     run = RunDir(tmp_path / "one")
@@ -53,6 +55,12 @@ def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(tmp_p
     trajectories = run.read_trajectories("train", 0)
     assert trajectories is not None and len(trajectories) == 4
     assert all(step.grounded_description for t in trajectories for step in t.steps if step.format_valid)
+
+
+    # The trained checkpoint evaluates on its own: `admire eval` reads the run's config and weights.
+    assert main(["eval", "--checkpoint", str(run.path), "--episodes", "1", "--max-envs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "miniwob/click-test" in out and "average" in out
 
 
 def _wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
