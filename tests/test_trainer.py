@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -112,3 +113,15 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None
         versions = [entry for key in bank.latest() for entry in bank.history(key.key)]
     per_epoch = Counter((entry.key, entry.provenance.epoch) for entry in versions)
     assert all(count == 1 for count in per_epoch.values()), per_epoch
+
+
+@pytest.mark.slow
+def test_the_dom_policy_learns_the_smoke_suite(tmp_path: Path) -> None:
+    """End-to-end learning (make test-all): held-out success rises well above the random start."""
+    args = ["train", "--quiet", f"run.dir={tmp_path}", "run.name=learn", "trainer.total_epochs=15",
+            "env.suite=miniwob-smoke", "env.max_steps=4", "trainer.tasks_per_epoch=3", "trainer.eval_episodes=10",
+            "trainer.eval_every=0", "tracking.tensorboard=false", "tracking.swanlab=null"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "learn" / "summary.json").read_text())
+    assert summary["after"]["success"] >= 0.8
+    assert summary["after"]["success"] >= summary["before"]["success"] + 0.3
