@@ -172,11 +172,10 @@ def _reset(env: GuiEnv, task: Task) -> Observation | str:
 
 
 def _step(env: GuiEnv, output: PolicyOutput) -> tuple[StepResult | Exception | None, str | None, float]:
-    """Execute one decision; (result, parse error, seconds). Unparseable output never reaches the env."""
+    """Execute one decision; (result, invalid-action error, seconds). Unparseable output never reaches the env."""
     t0 = time.perf_counter()
     if output.action is None:
-        error = parse_model_output(output.text).error or "output did not parse into an action"
-        return None, error, 0.0
+        return None, None, 0.0  # the format error is read off the text when the step is recorded
     try:
         return env.step(output.action), None, time.perf_counter() - t0
     except InvalidAction as exc:
@@ -195,6 +194,8 @@ def _record_step(
     keep_screenshots: bool,
 ) -> Step:
     parsed = parse_model_output(output.text)
+    if output.action is None:
+        parse_error = parsed.error or "output did not parse into an action"
     valid = output.action is not None and parse_error is None
     info = dict(output.info)
     screen_changed = False
