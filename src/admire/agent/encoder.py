@@ -10,7 +10,6 @@ so a training process holds one copy of the model.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -36,46 +35,35 @@ def default_encoder() -> SentenceEncoder:
 
 
 class EmbeddingCache:
-    """Embeds texts through ``encoder``, computing each distinct text once (LRU, ``capacity`` texts)."""
+    """Embeddings as rows of an array, through the matcher's text-keyed ``EmbeddingStore`` (LRU,
+    ``capacity`` texts); the empty string embeds as the zero vector (nothing to compare)."""
 
     def __init__(self, encoder: SentenceEncoder, capacity: int = DEFAULT_CACHE_SIZE) -> None:
+        from admire.milestones.matcher import EmbeddingStore
+
         if capacity <= 0:
             raise ValueError(f"the embedding cache needs a positive capacity, got {capacity}")
         self.encoder = encoder
         self.capacity = capacity
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._store = EmbeddingStore(encoder, capacity)
         self.dimension: int | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Rows for ``texts`` in order; the empty string embeds as the zero vector (nothing to compare)."""
-        missing = [t for t in dict.fromkeys(texts) if t and t not in self._vectors]
-        if missing:
-            vectors = np.asarray(self.encoder.encode(missing), dtype=np.float32)
-            if vectors.ndim != 2 or vectors.shape[0] != len(missing):
-                raise ValueError(
-                    f"the sentence encoder returned shape {vectors.shape} for {len(missing)} texts; "
-                    "it must return one row per text, shape (n, d)"
-                )
-            self.dimension = int(vectors.shape[1])
-            for text, vector in zip(missing, vectors, strict=True):
-                self._vectors[text] = vector
-            while len(self._vectors) > self.capacity:
-                self._vectors.popitem(last=False)
+        """Rows for ``texts`` in order."""
+        vectors = self._store.embed([t for t in texts if t])
         if self.dimension is None:
-            self.dimension = int(np.asarray(self.encoder.encode(["dimension probe"])).shape[1])
+            probe = next(iter(vectors.values()), None)
+            if probe is None:
+                probe = self._store.embed(["dimension probe"])["dimension probe"]
+            self.dimension = int(probe.shape[0])
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             if text:
-                vector = self._vectors.get(text)
-                if vector is None:  # evicted by this very call (more new texts than capacity)
-                    vector = np.asarray(self.encoder.encode([text]), dtype=np.float32)[0]
-                else:
-                    self._vectors.move_to_end(text)
-                out[row] = vector
+                out[row] = vectors[text]
         return out
 
     def __len__(self) -> int:
-        return len(self._vectors)
+        return len(self._store)
 
     def __deepcopy__(self, memo: dict[int, object]) -> EmbeddingCache:
         """Copies of a policy (a PPO reference policy) share one cache and one encoder: the embeddings are

@@ -152,31 +152,22 @@ class CacheInfo:
     capacity: int
 
 
-class Matcher:
-    """Cosine similarity with an embedding cache, and the ordered pointer of METHOD §3."""
+class EmbeddingStore:
+    """Unit-length sentence embeddings cached by text (LRU, thread-safe), one encoder call per batch.
 
-    def __init__(
-        self,
-        encoder: Encoder | None = None,
-        threshold: float = DEFAULT_THRESHOLD,
-        cache_size: int = 100_000,
-    ) -> None:
-        if isinstance(threshold, bool) or not isinstance(threshold, Real) or not -1.0 <= float(threshold) <= 1.0:
-            raise ValueError(
-                f"the milestone threshold δ is a cosine similarity in [-1, 1]; got {threshold!r} "
-                "(the paper uses 0.75)"
-            )
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValueError(f"cache_size must be an integer >= 0 (0 turns the cache off); got {cache_size!r}")
-        self.encoder: Encoder = encoder if encoder is not None else shared_encoder()
-        self.threshold = float(threshold)
-        self.cache_size = cache_size
+    Both the matcher and the ``dom`` policy embed the same few strings again and again; this is the
+    one cache they share the code of. ``capacity=0`` turns caching off.
+    """
+
+    def __init__(self, encoder: Encoder, capacity: int = 100_000) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(f"cache_size must be an integer >= 0 (0 turns the cache off); got {capacity!r}")
+        self.encoder = encoder
+        self.capacity = capacity
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
-
-    # -- embeddings ------------------------------------------------------------------------------
 
     def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Unit vectors for ``texts``; everything not cached is encoded in one call to the encoder."""
@@ -212,23 +203,58 @@ class Matcher:
         return vectors / np.where(norms > 0, norms, 1.0)
 
     def _remember(self, texts: list[str], vectors: np.ndarray) -> None:
-        if self.cache_size == 0:
+        if self.capacity == 0:
             return
         with self._lock:
             for text, vector in zip(texts, vectors, strict=True):
                 self._cache[text] = vector
                 self._cache.move_to_end(text)
-            while len(self._cache) > self.cache_size:
+            while len(self._cache) > self.capacity:
                 self._cache.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
     def cache_info(self) -> CacheInfo:
         with self._lock:
-            return CacheInfo(self._hits, self._misses, len(self._cache), self.cache_size)
+            return CacheInfo(self._hits, self._misses, len(self._cache), self.capacity)
 
-    def clear_cache(self) -> None:
+    def clear(self) -> None:
         with self._lock:
             self._cache.clear()
             self._hits = self._misses = 0
+
+
+class Matcher:
+    """Cosine similarity with an embedding cache, and the ordered pointer of METHOD §3."""
+
+    def __init__(
+        self,
+        encoder: Encoder | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        cache_size: int = 100_000,
+    ) -> None:
+        if isinstance(threshold, bool) or not isinstance(threshold, Real) or not -1.0 <= float(threshold) <= 1.0:
+            raise ValueError(
+                f"the milestone threshold δ is a cosine similarity in [-1, 1]; got {threshold!r} "
+                "(the paper uses 0.75)"
+            )
+        self.encoder: Encoder = encoder if encoder is not None else shared_encoder()
+        self.threshold = float(threshold)
+        self._store = EmbeddingStore(self.encoder, cache_size)
+        self.cache_size = cache_size
+
+    # -- embeddings ------------------------------------------------------------------------------
+
+    def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Unit vectors for ``texts``; everything not cached is encoded in one call to the encoder."""
+        return self._store.embed(texts)
+
+    def cache_info(self) -> CacheInfo:
+        return self._store.cache_info()
+
+    def clear_cache(self) -> None:
+        self._store.clear()
 
     # -- similarity and matching ---------------------------------------------------------------
 
