@@ -55,38 +55,30 @@ def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int
     The oracle reads the task's ground truth; the trajectories it leaves hold only what a policy sees
     (screens and the written actions), so imitating them teaches nothing the policy could not know.
     """
-    from admire.envs.oracles import get_oracle
+    from admire.envs.oracles import run_oracle
 
     trajectories = []
     for task in tasks:
-        oracle = get_oracle(task.template)
-        observation = env.reset(task)
-        truth = env.ground_truth()
-        steps: list[Step] = []
-        actions: list[Action] = []
-        termination, outcome = Termination.MAX_STEPS, 0.0
-        for index in range(max_steps):
-            action = oracle(observation, truth, tuple(actions))
-            text = format_output(action, reason=DEMONSTRATION_REASON)
-            steps.append(Step(index=index, observation=observation, raw_output=text, action=action,
-                              reason=DEMONSTRATION_REASON))
-            actions.append(action)
-            result = env.step(action)
-            observation = result.observation
-            if result.done:
-                outcome = 1.0 if result.success else 0.0
-                termination = _termination(result.success, result.info.get("termination"))
-                break
+        run = run_oracle(env, task, max_steps=max_steps)
+        steps = tuple(
+            Step(index=index, observation=observation, raw_output=format_output(action, reason=DEMONSTRATION_REASON),
+                 action=action, reason=DEMONSTRATION_REASON)
+            for index, (observation, action) in enumerate(zip(run.observations, run.actions, strict=True))
+        )
         trajectories.append(Trajectory(
-            id=f"demo-{uuid.uuid4().hex[:12]}", task=task, goal=steps[0].observation.goal, steps=tuple(steps),
-            outcome=outcome, termination=termination, info={"source": "oracle"},
+            id=f"demo-{uuid.uuid4().hex[:12]}", task=task, goal=steps[0].observation.goal, steps=steps,
+            outcome=1.0 if run.success else 0.0, termination=_termination(run.success, run.termination),
+            info={"source": "oracle"},
         ))
     return trajectories
 
 
 def _termination(success: bool, reported: object) -> Termination:
+    """How an oracle episode ended; ``reported`` is None when it ran out of steps."""
     if success:
         return Termination.SUCCESS
+    if reported is None:
+        return Termination.MAX_STEPS
     known = {t.value for t in Termination}
     return Termination(reported) if reported in known else Termination.AGENT_STOP
 

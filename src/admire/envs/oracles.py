@@ -71,6 +71,8 @@ class OracleRun:
     termination: str | None
     actions: tuple[Action, ...] = ()
     infos: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    observations: tuple[Observation, ...] = ()
+    """The screen before each action (what a policy imitating the oracle would have seen)."""
 
 
 def run_oracle(env: GroundTruthEnv, task: Task, oracle: Oracle | None = None, max_steps: int = 30) -> OracleRun:
@@ -80,15 +82,18 @@ def run_oracle(env: GroundTruthEnv, task: Task, oracle: Oracle | None = None, ma
     truth = env.ground_truth()
     actions: list[Action] = []
     infos: list[dict[str, Any]] = []
+    screens: list[Observation] = []
     for _ in range(max_steps):
         action = validate_action(oracle(observation, truth, tuple(actions)))
+        screens.append(observation)
         result = env.step(action)
         actions.append(action)
         infos.append(dict(result.info))
         observation = result.observation
         if result.done:
-            return OracleRun(task, result.success, result.info.get("termination"), tuple(actions), tuple(infos))
-    return OracleRun(task, False, None, tuple(actions), tuple(infos))
+            return OracleRun(task, result.success, result.info.get("termination"), tuple(actions), tuple(infos),
+                             tuple(screens))
+    return OracleRun(task, False, None, tuple(actions), tuple(infos), tuple(screens))
 
 
 # --------------------------------------------------------------------------------------------------
