@@ -142,15 +142,15 @@ def collect(
             stepped = list(pool.map(lambda so: _step(envs[so[0]], so[1]), zip(slots, outputs, strict=True)))
             for slot, output, (result, parse_error, env_s) in zip(slots, outputs, stepped, strict=True):
                 episode = live[slot]
-                step = _record_step(episode, output, result, parse_error, policy_s, env_s, keep_screenshots)
-                if isinstance(result, EnvCrashed | Exception) and not isinstance(result, InvalidAction):
+                if isinstance(result, EnvCrashed):
                     stats.env_errors += 1
                     _restart(envs[slot])
                     finish(slot, Termination.ENV_ERROR, 0.0, {"env_error": str(result)})
                     continue
-                episode.steps.append(step)
-                stats.env_steps += 1 if isinstance(result, StepResult) else 0
+                episode.steps.append(
+                    _record_step(episode, output, result, parse_error, policy_s, env_s, keep_screenshots))
                 if isinstance(result, StepResult):
+                    stats.env_steps += 1
                     episode.observation = _strip(result.observation, keep_screenshots)
                     if result.done:
                         finish(slot, _termination(result), 1.0 if result.success else 0.0,
