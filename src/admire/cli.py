@@ -15,6 +15,8 @@ from collections.abc import Sequence
 COMMANDS: dict[str, str] = {
     "train": "admire.commands.train",
     "eval": "admire.commands.eval",
+    "serve": "admire.commands.serve",
+    "viz": "admire.commands.viz",
     "milestones": "admire.commands.milestones",
     "bench": "admire.commands.bench",
 }

@@ -1,0 +1,15 @@
+"""``admire viz``: placeholder until its issue lands."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "(being built)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser
+
+
+def run(args: argparse.Namespace) -> int:
+    raise SystemExit("admire viz is not built yet")
