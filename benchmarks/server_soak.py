@@ -1,0 +1,258 @@
+"""Env server soak: many real MiniWoB++ episodes through HTTP from concurrent clients while browsers
+are killed at random, then a full account of every episode.
+
+Set-up: one ``DevicePool`` of real MiniWoB++ devices behind the real API (uvicorn on 127.0.0.1, on a
+thread of this process so the injector can reach the browsers), ``--clients`` threads each driving a
+``RemoteEnv`` with a random clicking policy, and an injector thread that SIGKILLs the browser of a
+random device every ``--crash-every`` seconds on average (exponential gaps).
+
+What it checks, and reports:
+
+* **no hangs**: every client call returns within ``--hang-after`` seconds and every client finishes;
+* **nothing lost or double-counted**: each episode a client finished (success, failure, or a crash
+  surfaced as ``EnvCrashed``) is recorded by the server exactly once with the same outcome, and the
+  server records nothing more (a crash during ``reset`` is an ``env_error`` the client never got a
+  session for: those are counted on both sides);
+* restarts performed, quarantines, client-side p50/p99 step and reset latency.
+
+Bounded in time: it stops starting episodes after ``--episodes`` or ``--max-seconds``. Exit status 1
+when an invariant fails. ``python benchmarks/server_soak.py [--episodes 500] [--clients 4]``;
+about 3–5 minutes on 2 cores. ``main(argv)`` is what ``admire bench`` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TASKS = ("click-button", "click-checkboxes", "click-link", "click-tab", "focus-text", "click-dialog")
+MAX_STEPS = 5
+
+
+def _defaults() -> None:
+    os.environ.setdefault("MINIWOB_CHROME_BINARY", "/usr/bin/chromium")
+    os.environ.setdefault("MINIWOB_CHROMEDRIVER", "/usr/bin/chromedriver")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@dataclass
+class Ledger:
+    """What the clients saw, shared by their threads."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    outcomes: dict[str, str] = field(default_factory=dict)  # session id -> success | failure | env_error
+    reset_crashes: int = 0
+    step_s: list[float] = field(default_factory=list)
+    reset_s: list[float] = field(default_factory=list)
+    slowest_call_s: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    in_flight: dict[int, float] = field(default_factory=dict)  # client -> start of its current call
+
+    def timed(self, client: int, kind: list[float], call: Any) -> Any:
+        start = time.monotonic()
+        with self.lock:
+            self.in_flight[client] = start
+        try:
+            return call()
+        finally:
+            elapsed = time.monotonic() - start
+            with self.lock:
+                self.in_flight.pop(client, None)
+                kind.append(elapsed)
+                self.slowest_call_s = max(self.slowest_call_s, elapsed)
+
+
+def random_action(observation: Any, rng: random.Random) -> Any:
+    from admire.types import Action
+
+    clickable = [i for i, e in enumerate(observation.ui_elements)
+                 if (e.is_clickable or e.is_checkable) and e.is_visible]
+    return Action(action_type="click", index=rng.choice(clickable or range(len(observation.ui_elements))))
+
+
+def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, deadline: float,
+                ledger: Ledger) -> None:
+    from admire.envs import make_task
+    from admire.envs.base import EnvCrashed, InvalidAction
+    from admire.server.client import RemoteEnv
+
+    rng = random.Random(client)
+    env = RemoteEnv(url, max_steps=MAX_STEPS, retries=20, backoff_s=0.1, max_backoff_s=1.0, timeout_s=120)
+    try:
+        while time.monotonic() < deadline:
+            ticket = next(tickets)
+            if ticket >= episodes:
+                return
+            task = make_task(f"miniwob/{TASKS[ticket % len(TASKS)]}", seed=ticket)
+            try:
+                observation = ledger.timed(client, ledger.reset_s, lambda t=task: env.reset(t))
+            except EnvCrashed:
+                with ledger.lock:
+                    ledger.reset_crashes += 1
+                continue
+            session = env.session_id
+            outcome = "failure"
+            try:
+                for _ in range(MAX_STEPS):
+                    action = random_action(observation, rng)
+                    try:
+                        result = ledger.timed(client, ledger.step_s, lambda a=action: env.step(a))
+                    except InvalidAction:  # e.g. an element scrolled out of view: the agent's mistake
+                        continue
+                    observation = result.observation
+                    if result.done:
+                        outcome = "success" if result.success else "failure"
+                        break
+            except EnvCrashed:
+                outcome = "env_error"
+            with ledger.lock:
+                if session in ledger.outcomes:
+                    ledger.errors.append(f"session {session} was handed out twice")
+                ledger.outcomes[session] = outcome
+    except Exception as exc:  # noqa: BLE001 - any other error is a finding of the soak, reported below
+        with ledger.lock:
+            ledger.errors.append(f"client {client}: {type(exc).__name__}: {exc}")
+    finally:
+        env.close()
+
+
+def inject_crashes(envs: list[Any], mean_gap_s: float, stop: threading.Event, kills: Counter[str]) -> None:
+    """SIGKILL the browser of a random device now and then; leased or idle, whichever it hits."""
+    rng = random.Random(1234)
+    while not stop.wait(rng.expovariate(1 / mean_gap_s)):
+        env = rng.choice(envs)
+        pid = env.browser_pid()
+        if pid is None:
+            kills["missed"] += 1
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            kills["killed"] += 1
+
+
+def watch_for_hangs(ledger: Ledger, hang_after_s: float, stop: threading.Event, hangs: list[str]) -> None:
+    while not stop.wait(1.0):
+        now = time.monotonic()
+        with ledger.lock:
+            for client, began in ledger.in_flight.items():
+                if now - began > hang_after_s and not any(h.startswith(f"client {client}:") for h in hangs):
+                    hangs.append(f"client {client}: a call has run for {now - began:.0f} s")
+
+
+def account(ledger: Ledger, server_episodes: list[Any]) -> list[str]:
+    """Every client episode recorded once by the server with the same outcome, and nothing more."""
+    problems = []
+    by_session = Counter(e.session_id for e in server_episodes)
+    problems += [f"session {s} recorded {n} times" for s, n in by_session.items() if n > 1]
+    recorded = {e.session_id: e for e in server_episodes}
+    for session, outcome in ledger.outcomes.items():
+        if session not in recorded:
+            problems.append(f"session {session} ({outcome}) is missing from the server's record")
+        elif recorded[session].outcome != outcome:
+            problems.append(f"session {session}: client saw {outcome}, server recorded {recorded[session].outcome}")
+    unknown = [e for e in server_episodes if e.session_id not in ledger.outcomes]
+    reset_errors = [e for e in unknown if e.outcome == "env_error" and e.steps == 0]
+    if len(reset_errors) != ledger.reset_crashes:
+        problems.append(f"clients saw {ledger.reset_crashes} crashed resets, the server recorded {len(reset_errors)}")
+    problems += [f"server recorded an episode no client ran: {e.session_id} ({e.outcome})"
+                 for e in unknown if e not in reset_errors]
+    return problems
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=500)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--crash-every", type=float, default=3.0, help="mean seconds between injected crashes")
+    parser.add_argument("--max-seconds", type=float, default=600.0, help="stop starting episodes after this")
+    parser.add_argument("--hang-after", type=float, default=90.0, help="a call longer than this is a hang")
+    parser.add_argument("--verbose", action="store_true", help="show the pool's log (every crash and restart)")
+    args = parser.parse_args(argv)
+    _defaults()
+    logging.getLogger("admire.server").setLevel(logging.INFO if args.verbose else logging.ERROR)
+
+    from admire.envs.miniwob import MiniWoBEnv
+    from admire.server.app import create_app
+    from admire.server.background import serve_in_thread
+    from admire.server.pool import DevicePool, PoolConfig
+
+    envs: list[Any] = []  # every env the pool ever built (restart() keeps the object, a replacement adds one)
+
+    def device() -> MiniWoBEnv:
+        env = MiniWoBEnv(max_steps=MAX_STEPS)
+        envs.append(env)
+        return env
+
+    config = PoolConfig(num_devices=args.devices, max_devices=args.devices, call_timeout_s=30.0,
+                        lease_wait_s=30.0, lease_ttl_s=120.0, max_consecutive_failures=1000,
+                        episode_history=args.episodes + 100)
+    print(f"Env server soak: {args.episodes} episodes of {', '.join(TASKS)} (random clicks, ≤{MAX_STEPS} steps), "
+          f"{args.clients} clients, {args.devices} devices, a browser killed every {args.crash_every:g} s on "
+          f"average, {os.cpu_count()} CPUs")
+    began = time.monotonic()
+    ledger, hangs, kills, stop = Ledger(), [], Counter(), threading.Event()
+    pool = DevicePool(device, config, backend="miniwob")
+    try:
+        with serve_in_thread(create_app(pool)) as url:
+            tickets = itertools.count()
+            deadline = time.monotonic() + args.max_seconds
+            clients = [threading.Thread(target=client_loop, args=(c, url, tickets, args.episodes, deadline, ledger),
+                                        name=f"soak-client-{c}") for c in range(args.clients)]
+            helpers = [threading.Thread(target=inject_crashes, args=(envs, args.crash_every, stop, kills)),
+                       threading.Thread(target=watch_for_hangs, args=(ledger, args.hang_after, stop, hangs))]
+            for thread in clients + helpers:
+                thread.start()
+            for thread in clients:
+                thread.join(timeout=max(1.0, deadline - time.monotonic()) + 2 * args.hang_after)
+                if thread.is_alive():
+                    hangs.append(f"{thread.name} did not finish")
+            stop.set()
+            for thread in helpers:
+                thread.join()
+            pool.settle(timeout_s=120)
+            server_episodes = pool.recent_episodes(limit=config.episode_history)
+            stats = pool.stats()
+    finally:
+        pool.close()
+    elapsed = time.monotonic() - began
+
+    mismatches = account(ledger, server_episodes)
+    problems = mismatches + ledger.errors + hangs
+    seen = Counter(ledger.outcomes.values())
+    print(f"\nepisodes finished by clients: {len(ledger.outcomes)} ({dict(seen)}), crashed resets "
+          f"{ledger.reset_crashes}; the server recorded {len(server_episodes)} "
+          f"({dict(Counter(e.outcome for e in server_episodes))})")
+    print(f"browsers killed: {kills['killed']}; device restarts: {stats.counters.get('restarts', 0)}, "
+          f"quarantines: {stats.counters.get('quarantines', 0)}, devices now {dict(stats.devices)}")
+    print(f"step latency (client) p50 {1000 * quantile(ledger.step_s, 0.5):.0f} ms, "
+          f"p99 {1000 * quantile(ledger.step_s, 0.99):.0f} ms over {len(ledger.step_s)} steps; "
+          f"reset p50 {1000 * quantile(ledger.reset_s, 0.5):.0f} ms, "
+          f"p99 {1000 * quantile(ledger.reset_s, 0.99):.0f} ms; slowest call {ledger.slowest_call_s:.1f} s")
+    print(f"hangs: {len(hangs)}; lost, double-counted or mismatched episodes: {len(mismatches)}; "
+          f"client errors: {len(ledger.errors)}")
+    for problem in problems[:20]:
+        print(f"  PROBLEM {problem}")
+    print(f"\n(total {elapsed:.0f} s, {len(ledger.outcomes) / elapsed:.1f} episodes/s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Serving an ASGI app from inside this process, on a thread, for as long as a ``with`` block runs.
+
+Benchmarks and tests need the real HTTP path (sockets, uvicorn, serialisation) while keeping hold of
+the objects behind it — the soak benchmark kills browsers of the pool it serves — so the server runs
+on a thread here instead of in an ``admire serve`` subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (another process may still take it before we bind)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int | None = None,
+                    start_timeout_s: float = 30.0, log_level: str = "warning") -> Iterator[str]:
+    """Run ``app`` with uvicorn (lifespan events included) until the block ends; yields its base URL."""
+    import uvicorn
+
+    port = port or free_port(host)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", ws="none"))
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # signals belong to the main thread
+    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"uvicorn did not start on {host}:{port}")
+        time.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
