@@ -56,7 +56,12 @@ def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(
     trajectories = run.read_trajectories("train", 0)
     assert trajectories is not None and len(trajectories) == 4
     assert all(step.grounded_description for t in trajectories for step in t.steps if step.format_valid)
-
+    # Each step's reward breakdown is kept beside its trajectory (the viewer explains it; mean = the metric).
+    rewards = run.read_rewards("train", 0)
+    assert rewards is not None and set(rewards) == {t.id for t in trajectories if not t.excluded}
+    assert all(len(rewards[t.id]) == len(t.steps) for t in trajectories if not t.excluded)
+    totals = [b.total for breakdowns in rewards.values() for b in breakdowns]
+    assert record["reward/total"] == pytest.approx(sum(totals) / len(totals))
 
     # The trained checkpoint evaluates on its own: `admire eval` reads the run's config and weights.
     assert main(["eval", "--checkpoint", str(run.path), "--episodes", "1", "--max-envs", "1"]) == 0

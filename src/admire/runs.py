@@ -8,6 +8,7 @@ renamed, so a run killed at any instant leaves either the old file or the new on
 runs/<name>/
   config.yaml  metrics.jsonl  milestones.sqlite  summary.json
   trajectories/train_epoch_0003.jsonl   eval_epoch_0005.jsonl   screenshots/<ref>.png
+  trajectories/rewards/train_epoch_0003.jsonl   (each step's RewardBreakdown, for the viewer)
   checkpoints/latest.pt   checkpoints/epoch_0003.pt
   report/learning_curve.png
 ```
@@ -16,12 +17,12 @@ runs/<name>/
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from admire.fileio import atomic_write_bytes, atomic_write_text
-from admire.types import Trajectory
+from admire.types import RewardBreakdown, Trajectory
 
 __all__ = ["RunDir", "atomic_write_bytes", "atomic_write_text"]
 
@@ -114,6 +115,34 @@ class RunDir:
 
     def screenshot_path(self, ref: str) -> Path:
         return self.screenshots / f"{ref}.png"
+
+    # ---- rewards (one breakdown per step, beside the trajectories they explain) ---------------------
+
+    def rewards_file(self, kind: str, epoch: int) -> Path:
+        return self.trajectories / "rewards" / f"{kind}_epoch_{epoch:04d}.jsonl"
+
+    def write_rewards(
+        self, kind: str, epoch: int, rewards: Mapping[str, Sequence[RewardBreakdown]], source: str
+    ) -> Path:
+        """One line per trajectory id; ``source`` says who computed them (the trainer, a re-scoring)."""
+        lines = [json.dumps({"id": trajectory_id, "source": source,
+                             "rewards": [b.model_dump(mode="json") for b in breakdowns]})
+                 for trajectory_id, breakdowns in rewards.items()]
+        path = self.rewards_file(kind, epoch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, "".join(line + "\n" for line in lines))
+        return path
+
+    def read_rewards(self, kind: str, epoch: int) -> dict[str, list[RewardBreakdown]] | None:
+        path = self.rewards_file(kind, epoch)
+        if not path.exists():
+            return None
+        rewards: dict[str, list[RewardBreakdown]] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                rewards[str(record["id"])] = [RewardBreakdown.model_validate(b) for b in record["rewards"]]
+        return rewards
 
     # ---- checkpoints --------------------------------------------------------------------------
 

@@ -1,15 +1,122 @@
-"""``admire viz``: placeholder until its issue lands."""
+"""``admire viz runs/<name>`` — the trajectory viewer and milestone inspector, served or exported to one file.
+
+Before showing a run, the command gives every step its ``RewardBreakdown`` when the run's files lack
+one: the trainer scores an epoch in memory and writes the trajectories, not the rewards, so the viewer
+re-scores them here exactly as the trainer did (the same ``score_batch``, the run's reward config, the
+milestone list that was in force at that epoch, the run's δ) and keeps the result beside the
+trajectories (``trajectories/rewards/``). The viewer library itself (``admire.viz``) stays free of the
+encoder, torch and the browser; only this command loads the matcher, and only when something is unscored.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-HELP = "(being built)"
+if TYPE_CHECKING:
+    from admire.viz.data import RunData
+
+HELP = "view a run: trajectories with their screenshots, actions, milestones and rewards (web or one HTML file)"
+RESCORED = "admire viz (re-scored as the trainer scores)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser
+    parser.add_argument("run", help="a run directory, e.g. runs/<name>")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765)")
+    parser.add_argument("--export", metavar="FILE", default=None,
+                        help="write one self-contained HTML file (works offline) instead of serving")
+    parser.add_argument("--max-trajectories", type=int, default=None,
+                        help="trajectories in the export (default 200: the last training epoch, then evaluations)")
+    parser.add_argument("--no-score", action="store_true",
+                        help="do not compute missing reward breakdowns (no sentence encoder is loaded)")
+    parser.add_argument("--open", action="store_true", help="open the viewer in the default web browser")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise SystemExit("admire viz is not built yet")
+    from admire.viz.data import RunData
+    from admire.viz.export import DEFAULT_MAX_TRAJECTORIES, write_export
+
+    try:
+        data = RunData(args.run)
+    except FileNotFoundError as exc:
+        print(f"admire viz: error: {exc}", file=sys.stderr)
+        return 2
+    if args.max_trajectories is not None and args.max_trajectories < 0:
+        print("admire viz: error: --max-trajectories must be >= 0", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"admire viz: error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
+        return 2
+    if not args.no_score:
+        for kind, epoch, count in score_run(data):
+            print(f"scored {kind} epoch {epoch}: {count} trajectories", file=sys.stderr)
+    if args.export:
+        path = write_export(data, args.export, args.max_trajectories if args.max_trajectories is not None
+                            else DEFAULT_MAX_TRAJECTORIES)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        if args.open:
+            import webbrowser
+
+            webbrowser.open(Path(path).resolve().as_uri())
+        return 0
+    return _serve(data, args.host, args.port, args.open)
+
+
+def _serve(data: RunData, host: str, port: int, open_browser: bool) -> int:
+    import contextlib
+    import threading
+    import webbrowser
+
+    from admire.viz.server import serve
+
+    url = f"http://{host}:{port}/"
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"admire viz: warning: serving on {host} makes the run readable by anyone who can reach this "
+              "machine; the viewer has no login", file=sys.stderr)
+    print(f"admire viz: {data.run.path} at {url} (Ctrl-C to stop)")
+    if open_browser:
+        threading.Timer(1.0, webbrowser.open, args=(url,)).start()
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(data, host=host, port=port)
+    return 0
+
+
+def score_run(data: RunData) -> list[tuple[str, int, int]]:
+    """Write reward breakdowns for every trajectory file that has none; returns (kind, epoch, count).
+
+    Each training epoch is scored with the lists in force when the trainer scored it and with λ of that
+    epoch; an evaluation file (never scored by the trainer) with the bank as it stood after the epoch
+    before it, so the viewer can show what would have matched. Runs with ``reward.mode=judge`` are not
+    re-scored: the judge's step scores were not kept and asking the judge again would give other numbers.
+    """
+    from admire.rewards import RewardConfig, score_batch
+    from admire.viz.data import lists_in_force
+
+    pending = data.unscored_files()
+    if not pending:
+        return []
+    cfg = RewardConfig.from_mapping(data.config)
+    if cfg.mode == "judge":
+        print("admire viz: reward.mode=judge runs are shown without reward breakdowns (judge scores are not "
+              "kept in the run)", file=sys.stderr)
+        return []
+    matcher = None
+    if cfg.matches_milestones:
+        from admire.milestones.matcher import Matcher
+
+        matcher = Matcher(threshold=cfg.threshold)
+    history = data.milestone_history()
+    done = []
+    for kind, epoch in pending:
+        trajectories = data.run.read_trajectories(kind, epoch) or []
+        usable = [t for t in trajectories if not t.excluded]
+        scoring_epoch = epoch if kind == "train" else epoch - 1
+        lists = lists_in_force(history, scoring_epoch, data.name, data.update_before_reward)
+        rewards = score_batch(usable, {key: version.milestones for key, version in lists.items()}, matcher, cfg,
+                              max(scoring_epoch, 0))
+        data.run.write_rewards(kind, epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, RESCORED)
+        done.append((kind, epoch, len(usable)))
+    return done

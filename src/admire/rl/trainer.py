@@ -11,6 +11,7 @@ is resumed from its written trajectories, so no finished trajectory is lost or d
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import random
@@ -134,6 +135,7 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
 
             # 3. Rewards for every step (milestones looked up in the bank), then advantages per group.
             rewards = score_batch(usable, bank, matcher, reward_cfg, epoch)
+            run.write_rewards("train", epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, "trainer")
             samples, adv_info = build_samples(usable, rewards, cfg.algorithm.adv_estimator)
 
             # 4. PPO-clip update.
@@ -231,10 +233,23 @@ def build_policy(cfg: DictConfig) -> Any:
 
 
 def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
-    """``env.max_envs`` environments of the first backend in ``env.src``, closed when ``stack`` unwinds."""
+    """``env.max_envs`` environments of the first backend in ``env.src``, closed when ``stack`` unwinds;
+    in this process (``env.executor=local``) or in Ray actors (``ray``, settings in ``env.ray``)."""
+    options = {"max_steps": int(cfg.env.max_steps), "screenshots": bool(cfg.env.screenshots)}
+    executor = str(cfg.env.get("executor", "local"))
+    if executor == "local":
+        build = functools.partial(make_env, first(cfg.env.src), **options)
+    elif executor == "ray":
+        from admire.server.ray_executor import RaySettings, ray_env_factory
+
+        settings = RaySettings.from_config(OmegaConf.to_container(cfg.env.ray, resolve=True) if "ray" in cfg.env
+                                           else None)
+        build = ray_env_factory(first(cfg.env.src), settings, **options)
+    else:
+        raise ValueError(f"env.executor must be 'local' or 'ray', got {executor!r}")
     envs = []
     for _ in range(int(first(cfg.env.max_envs))):
-        env = make_env(first(cfg.env.src), max_steps=int(cfg.env.max_steps), screenshots=bool(cfg.env.screenshots))
+        env = build()
         stack.callback(env.close)
         envs.append(env)
     return envs
@@ -276,7 +291,8 @@ def evaluate(
     tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes))
     with torch.no_grad():
         trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
-                               greedy=True, epoch=max(epoch, 0), stats=stats)
+                               greedy=True, epoch=max(epoch, 0), stats=stats,
+                               keep_screenshots=bool(cfg.env.get("screenshots", False)))
     if run is not None:
         run.write_trajectories("eval", epoch + 1, trajectories)
     per_task: dict[str, list[float]] = defaultdict(list)

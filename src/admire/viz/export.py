@@ -1,0 +1,72 @@
+"""The viewer as one self-contained HTML file: images as data URIs, style and script inline.
+
+The file opens from disk on a machine with no network and no admire: every page of the served viewer is
+a ``<section class="page">`` with an anchor, and the inline script shows one section at a time (without
+script, all sections show one after the other). Which trajectories go in is capped, because each brings
+its screenshots: by default every held-out evaluation and the last training epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from admire.fileio import atomic_write_text
+from admire.viz import render
+from admire.viz.data import RunData, TrajectoryFilter
+from admire.viz.index import TrajectoryRow
+
+DEFAULT_MAX_TRAJECTORIES = 200
+
+
+def default_selection(data: RunData, max_trajectories: int = DEFAULT_MAX_TRAJECTORIES) -> list[TrajectoryRow]:
+    """The last training epoch first (what the policy does now), then evaluations from the latest back."""
+    if max_trajectories < 0:
+        raise ValueError(f"max_trajectories must be >= 0, got {max_trajectories}")
+    rows = data.rows()
+    train_epochs = data.epochs("train")
+    last_train = [row for row in rows if row.kind == "train" and train_epochs and row.epoch == train_epochs[-1]]
+    evals = sorted((row for row in rows if row.kind == "eval"), key=lambda r: (-r.epoch, r.position))
+    chosen = (last_train + evals)[:max_trajectories]
+    return sorted(chosen, key=lambda r: (r.kind != "train", r.kind, r.epoch, r.position))
+
+
+def export_html(data: RunData, rows: Sequence[TrajectoryRow] | None = None,
+                max_trajectories: int = DEFAULT_MAX_TRAJECTORIES) -> str:
+    rows = list(default_selection(data, max_trajectories) if rows is None else rows)
+    keys = set(data.milestone_history())
+    links = _CachedAnchorLinks(data, {row.address for row in rows}, keys)
+    sections = [
+        _page("run", render.run_section(data, links)),
+        _page("trajectories", render.trajectory_list_section(data, TrajectoryFilter(), links, form=False, rows=rows)
+              + f'<p class="note">This export holds {len(rows)} of {len(data.rows())} trajectories '
+              "(`admire viz --export --max-trajectories N` to change it; the served viewer has them all).</p>"),
+    ]
+    for i, row in enumerate(rows):
+        neighbours = (rows[i - 1] if i > 0 else None, rows[i + 1] if i + 1 < len(rows) else None)
+        sections.append(_page(f"t-{row.address}", render.trajectory_section(data, row, links, neighbours=neighbours)))
+    sections.append(_page("milestones", render.milestones_index_section(data, links)))
+    for key in sorted(keys):
+        sections.append(_page(render.page_id_for_key(key), render.milestone_section(data, key, links)))
+    return render.document(f"{data.name} — admire report", "".join(sections), links, data.name, exported=True)
+
+
+def write_export(data: RunData, path: str | Path, max_trajectories: int = DEFAULT_MAX_TRAJECTORIES) -> Path:
+    return atomic_write_text(Path(path), export_html(data, max_trajectories=max_trajectories))
+
+
+def _page(anchor: str, body: str) -> str:
+    return f'<section class="page" id="{render.esc(anchor)}">{body}</section>'
+
+
+class _CachedAnchorLinks(render.AnchorLinks):
+    """Anchor links that read each screenshot once, however many steps show it."""
+
+    def __init__(self, data: RunData, included: set[str], keys: set[str]) -> None:
+        super().__init__(data, included, keys)
+        self._uris: dict[str, str | None] = {}
+
+    def screenshot(self, ref: str) -> str | None:
+        if ref not in self._uris:
+            self._uris[ref] = self.data.screenshot_data_uri(ref)
+        return self._uris[ref]

@@ -1,0 +1,145 @@
+"""A light index of a run's trajectories: one row per trajectory, and where its line lies in its file.
+
+Listing and filtering trajectories needs a dozen fields, not every step's UI tree. One pass over an
+epoch's JSONL file records those fields with the byte offset of each line, so that opening one
+trajectory later reads one line (seek + read) instead of parsing the whole file. Rows are cached per
+file and invalidated by the file's size and modification time, which is exactly what changes when
+the trainer atomically replaces a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE_PATTERN = re.compile(r"^(?P<kind>[a-z]+)_epoch_(?P<epoch>\d{4,})\.jsonl$")
+
+
+@dataclass(frozen=True)
+class TrajectoryRow:
+    """What a list of trajectories shows, plus where the full record is."""
+
+    kind: str
+    epoch: int  # the number in the file name (for eval files: the evaluation's index, 0 = before RL)
+    position: int  # the line number within the file
+    offset: int
+    length: int
+    id: str
+    task: str
+    seed: int
+    goal: str
+    outcome: float
+    termination: str
+    num_steps: int
+    invalid_steps: int
+    group: int
+
+    @property
+    def address(self) -> str:
+        """A stable, URL- and anchor-safe name: ``train-0003-12``."""
+        return f"{self.kind}-{self.epoch:04d}-{self.position}"
+
+    @property
+    def success(self) -> bool:
+        return self.outcome >= 1.0
+
+
+@dataclass(frozen=True)
+class _Signature:
+    size: int
+    mtime_ns: int
+
+
+def signature(path: Path) -> _Signature | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return _Signature(stat.st_size, stat.st_mtime_ns)
+
+
+def index_file(path: Path, kind: str, epoch: int) -> list[TrajectoryRow]:
+    """Rows of one trajectory file; a torn last line (a killed writer) is skipped, not fatal."""
+    rows: list[TrajectoryRow] = []
+    offset = 0
+    with path.open("rb") as handle:
+        for line in handle:
+            length = len(line)
+            # A line that is not a trajectory (torn by a killed writer) is left out of the index.
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                rows.append(_row(json.loads(line), kind, epoch, len(rows), offset, length))
+            offset += length
+    return rows
+
+
+def _row(record: dict, kind: str, epoch: int, position: int, offset: int, length: int) -> TrajectoryRow:
+    task = record["task"]
+    steps = record.get("steps") or ()
+    return TrajectoryRow(
+        kind=kind,
+        epoch=epoch,
+        position=position,
+        offset=offset,
+        length=length,
+        id=str(record["id"]),
+        task=str(task["name"]),
+        seed=int(task.get("seed", 0)),
+        goal=str(record.get("goal", "")),
+        outcome=float(record.get("outcome", 0.0)),
+        termination=str(record["termination"]),
+        num_steps=len(steps),
+        invalid_steps=sum(1 for step in steps if not step.get("format_valid", True)),
+        group=int(record.get("group", 0)),
+    )
+
+
+def read_line(path: Path, row: TrajectoryRow) -> bytes:
+    """The one line of ``row``, read without touching the rest of the file."""
+    with path.open("rb") as handle:
+        handle.seek(row.offset)
+        return handle.read(row.length)
+
+
+class TrajectoryIndex:
+    """Rows of every trajectory file under ``folder``, re-read only for files that changed."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._files: dict[Path, tuple[_Signature, list[TrajectoryRow]]] = {}
+        self._lock = threading.Lock()
+
+    def files(self) -> list[tuple[str, int, Path]]:
+        """(kind, epoch, path) of every trajectory file, ordered by kind then epoch."""
+        found = []
+        try:
+            names = os.listdir(self.folder)
+        except FileNotFoundError:
+            return []
+        for name in names:
+            match = FILE_PATTERN.match(name)
+            if match:
+                found.append((match["kind"], int(match["epoch"]), self.folder / name))
+        return sorted(found)
+
+    def rows(self) -> list[TrajectoryRow]:
+        rows: list[TrajectoryRow] = []
+        with self._lock:
+            seen = set()
+            for kind, epoch, path in self.files():
+                seen.add(path)
+                sig = signature(path)
+                if sig is None:
+                    continue
+                cached = self._files.get(path)
+                if cached is None or cached[0] != sig:
+                    cached = (sig, index_file(path, kind, epoch))
+                    self._files[path] = cached
+                rows.extend(cached[1])
+            for gone in set(self._files) - seen:
+                del self._files[gone]
+        return rows
