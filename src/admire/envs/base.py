@@ -56,7 +56,14 @@ def registered_envs() -> list[str]:
 
 
 def make_env(name: str, **options: Any) -> GuiEnv:
-    """Build a backend by name: ``make_env("miniwob", max_steps=10)``."""
+    """Build a backend by name: ``make_env("miniwob", max_steps=10)``.
+
+    A spec ``<backend>:<argument>`` hands the argument to the factory as its first positional
+    parameter, so a config can name a backend that needs one: ``make_env("remote:http://host:8765")``.
+    """
+    backend, sep, argument = name.partition(":")
+    if sep:
+        return ENVS.lookup(backend)(argument, **options)
     return ENVS.lookup(name)(**options)
 
 
@@ -72,4 +79,5 @@ def make_task(name: str, seed: int = 0, **params: Any) -> Task:
 
 def _load_builtin_backends() -> None:
     """Import the built-in backends so they register; each imports its heavy deps lazily."""
-    import admire.envs.miniwob  # noqa: F401
+    import admire.envs.miniwob
+    import admire.server.client  # noqa: F401 - the ``remote`` backend; httpx is imported when one is built

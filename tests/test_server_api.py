@@ -1,0 +1,284 @@
+"""The HTTP API in-process (FastAPI's test client) on fake devices: the episode round trip, tokens,
+body limits, and a clear 4xx for every mistake a client can make."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from admire.server.app import create_app
+from admire.server.pool import DevicePool
+from admire.types import Observation
+from tests.fakes import FormEnv
+from tests.server_helpers import FAKE_PNG, FakeClock, RecordingFactory, ScreenshotEnv, TaskCheckingEnv, make_pool
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+TYPE_ANN = {"action_type": "input_text", "index": 0, "text": "ann"}
+SUBMIT = {"action_type": "click", "index": 1}
+
+
+@pytest.fixture
+def factory() -> RecordingFactory:
+    return RecordingFactory(TaskCheckingEnv)
+
+
+@pytest.fixture
+def pool(factory: RecordingFactory) -> Iterator[DevicePool]:
+    with make_pool(factory, num_devices=1, max_devices=2) as pool:
+        yield pool
+
+
+@pytest.fixture
+def client(pool: DevicePool) -> TestClient:
+    return TestClient(create_app(pool), raise_server_exceptions=False)
+
+
+def new_session(client: TestClient, **body) -> str:
+    response = client.post("/sessions", json={"task": "fake/form", "seed": 1, "params": {"name": "ann"}, **body})
+    assert response.status_code == 201, response.text
+    return response.json()["session_id"]
+
+
+def assert_error(response, status: int, code: str, *phrases: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"] == code
+    for phrase in phrases:
+        assert phrase in body["detail"], (phrase, body["detail"])
+    return body
+
+
+def test_an_episode_over_http(client: TestClient, pool: DevicePool, factory: RecordingFactory) -> None:
+    created = client.post("/sessions", json={"task": "fake/form", "seed": 3, "max_steps": 5,
+                                             "params": {"name": "ann"}})
+    assert created.status_code == 201
+    body = created.json()
+    assert body["task"] == {"name": "fake/form", "seed": 3, "max_steps": 5, "params": {"name": "ann"}}
+    assert Observation.model_validate(body["observation"]).goal == 'Enter "ann" and press Submit.'
+    assert factory.envs[0].tasks[-1].max_steps == 5
+    sid = body["session_id"]
+    typed = client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0}).json()
+    assert (typed["done"], typed["seq"], typed["observation"]["ui_elements"][0]["text"]) == (False, 0, "ann")
+    done = client.post(f"/sessions/{sid}/step", json={"action": SUBMIT, "seq": 1}).json()
+    assert (done["done"], done["success"], done["info"]["termination"]) == (True, True, "success")
+    closed = client.delete(f"/sessions/{sid}")
+    assert closed.json() == {"session_id": sid, "outcome": "success"}
+    (episode,) = client.get("/episodes").json()
+    assert (episode["outcome"], episode["steps"], episode["seed"]) == ("success", 2, 3)
+
+
+def test_the_app_keeps_the_pool_for_a_dashboard(pool: DevicePool) -> None:
+    assert create_app(pool).state.pool is pool
+
+
+def test_devices_are_listed_without_screenshot_bytes_which_have_their_own_url() -> None:
+    with make_pool(ScreenshotEnv, num_devices=2) as pool:
+        client = TestClient(create_app(pool))
+        new_session(client, screenshots=False)
+        devices = client.get("/devices").json()
+        assert [(d["id"], d["state"]) for d in devices] == [(0, "leased"), (1, "idle")]
+        assert "last_screenshot" not in devices[0]
+        assert devices[0]["screenshot_url"] == "/devices/0/screenshot" and devices[1]["screenshot_url"] is None
+        png = client.get("/devices/0/screenshot")
+        assert (png.status_code, png.headers["content-type"], png.content) == (200, "image/png", FAKE_PNG)
+        assert_error(client.get("/devices/1/screenshot"), 404, "no_screenshot", "device 1")
+
+
+def test_observations_carry_the_png_only_when_the_session_asks() -> None:
+    with make_pool(ScreenshotEnv, num_devices=2) as pool:
+        client = TestClient(create_app(pool))
+        with_png = client.post("/sessions", json={"task": "fake/form"}).json()["observation"]
+        without = client.post("/sessions", json={"task": "fake/form", "screenshots": False}).json()["observation"]
+        assert Observation.model_validate_json(json.dumps(with_png)).screenshot.png == FAKE_PNG  # base64 on the wire
+        assert without["screenshot"] is None
+
+
+def test_a_token_is_required_when_set_and_compared_exactly(pool: DevicePool) -> None:
+    client = TestClient(create_app(pool, token=TOKEN))
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                    {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer s3cret-tökén".encode("latin-1")}):
+        response = client.post("/sessions", json={"task": "fake/form"}, headers=headers)
+        assert_error(response, 401, "unauthorized", "Authorization: Bearer")
+        assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert_error(client.get("/metrics"), 401, "unauthorized")
+    assert_error(client.get("/devices"), 401, "unauthorized")
+    assert client.get("/health").status_code == 200  # probes need no token
+    assert client.post("/sessions", json={"task": "fake/form"}, headers=AUTH).status_code == 201
+    assert client.get("/metrics", headers=AUTH).status_code == 200
+
+
+def test_a_body_over_the_limit_is_refused_with_413(pool: DevicePool) -> None:
+    client = TestClient(create_app(pool, max_request_bytes=2048))
+    big = {"task": "fake/form", "params": {"blob": "x" * 4096}}
+    assert_error(client.post("/sessions", json=big), 413, "request_too_large", "2048 bytes")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield b'{"task": "fake/form", "params": {"blob": "'
+        for _ in range(8):
+            yield b"x" * 512
+        yield b'"}}'
+
+    assert_error(client.post("/sessions", content=chunks()), 413, "request_too_large")
+    assert client.post("/sessions", json={"task": "fake/form", "params": {"blob": "x" * 1000}}).status_code == 201
+
+
+@pytest.mark.parametrize(("body", "status", "code", "phrase"), [
+    ({"task": "miniwob/login-user"}, 400, "bad_task", "runs 'fake' tasks"),
+    ({"task": "fake/unknown"}, 400, "bad_task", "unknown task 'unknown'"),
+    ({"task": "login-user"}, 422, "invalid_request", "body.task"),
+    ({"task": "fake/form", "seed": -1}, 422, "invalid_request", "body.seed"),
+    ({"task": "fake/form", "seed": "seven"}, 422, "invalid_request", "body.seed"),
+    ({"task": "fake/form", "seed": 2**40}, 422, "invalid_request", "body.seed"),
+    ({"task": "fake/form", "max_steps": 0}, 422, "invalid_request", "body.max_steps"),
+    ({"task": "fake/form", "oops": 1}, 422, "invalid_request", "body.oops"),
+    ({"seed": 1}, 422, "invalid_request", "body.task: Field required"),
+])
+def test_a_bad_session_request_is_a_4xx_that_says_what_was_wrong(client: TestClient, body: dict, status: int,
+                                                                   code: str, phrase: str) -> None:
+    assert_error(client.post("/sessions", json=body), status, code, phrase)
+
+
+def test_non_finite_task_params_are_refused(client: TestClient) -> None:
+    response = client.post("/sessions", content=b'{"task": "fake/form", "params": {"x": [NaN]}}',
+                           headers={"content-type": "application/json"})
+    assert_error(response, 422, "invalid_request", "params.x[0] must be a finite number")
+
+
+def test_malformed_json_is_a_422(client: TestClient) -> None:
+    response = client.post("/sessions", content=b'{"task": ', headers={"content-type": "application/json"})
+    assert_error(response, 422, "invalid_request")
+
+
+@pytest.mark.parametrize(("action", "phrase"), [
+    ({"action_type": "fly"}, "unknown action_type 'fly'"),
+    ({"action_type": "click"}, "needs an index or <x, y>"),
+    ({"action_type": "click", "index": 1, "x": 3, "y": 4}, "not both"),
+    ({"action_type": "click", "index": 1, "bogus": 2}, "unknown key(s) bogus"),
+    ({"action_type": "click", "index": 7}, "index 7 is out of range"),
+])
+def test_an_invalid_action_is_a_422_and_the_episode_goes_on(client: TestClient, action: dict, phrase: str) -> None:
+    sid = new_session(client)
+    assert_error(client.post(f"/sessions/{sid}/step", json={"action": action, "seq": 0}), 422, "invalid_action",
+                 phrase)
+    assert client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0}).status_code == 200
+
+
+def test_unknown_and_expired_sessions_are_404_and_410() -> None:
+    clock = FakeClock()
+    with make_pool(clock=clock, lease_ttl_s=60) as pool:
+        client = TestClient(create_app(pool))
+        assert_error(client.post(f"/sessions/{'0' * 32}/step", json={"action": SUBMIT}), 404, "unknown_session")
+        assert_error(client.delete(f"/sessions/{'0' * 32}"), 404, "unknown_session")
+        assert_error(client.post("/sessions/not-an-id/step", json={"action": SUBMIT}), 422, "invalid_request",
+                     "session_id")
+        sid = new_session(client)
+        clock.now += 61
+        pool.reclaim_expired()
+        assert_error(client.post(f"/sessions/{sid}/step", json={"action": SUBMIT}), 410, "session_expired",
+                     "expired after 60 s")
+        assert client.get("/episodes").json()[0]["outcome"] == "abandoned"
+
+
+def test_no_free_device_is_a_503_with_retry_after(client: TestClient) -> None:
+    new_session(client)
+    new_session(client)  # grown to max_devices=2
+    response = client.post("/sessions", json={"task": "fake/form"})
+    body = assert_error(response, 503, "no_capacity", "busy")
+    assert int(response.headers["Retry-After"]) >= 1 and body["retry_after_s"] > 0
+
+
+def test_a_device_crash_is_a_503_env_crashed_and_the_device_comes_back() -> None:
+    with make_pool(lambda: FormEnv(crash_on_step=0), lease_wait_s=30.0) as pool:
+        client = TestClient(create_app(pool))
+        sid = new_session(client)
+        response = client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0})
+        assert_error(response, 503, "env_crashed", "device 0 crashed", "start a new session")
+        assert "Retry-After" in response.headers
+        assert_error(client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 1}), 409, "episode_over")
+        sid = new_session(client)  # waits for the restart
+        assert client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0}).status_code == 200
+        assert client.get("/devices").json()[0]["restarts"] == 1
+
+
+def test_a_retried_step_returns_the_recorded_reply_and_does_not_step_twice(client: TestClient,
+                                                                         factory: RecordingFactory) -> None:
+    sid = new_session(client)
+    first = client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0})
+    again = client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0})
+    assert first.json() == again.json() and factory.envs[0]._steps == 1
+    body = assert_error(client.post(f"/sessions/{sid}/step", json={"action": SUBMIT, "seq": 3}), 409,
+                        "step_out_of_order", "next seq is 1")
+    assert body["expected_seq"] == 1
+
+
+def test_a_retried_create_returns_the_same_session(client: TestClient, pool: DevicePool) -> None:
+    body = {"task": "fake/form", "request_id": "retry-me"}
+    first, again = client.post("/sessions", json=body).json(), client.post("/sessions", json=body).json()
+    assert first == again and [d.state for d in pool.devices()] == ["leased"]
+
+
+def test_health_and_metrics(client: TestClient) -> None:
+    health = client.get("/health").json()
+    assert (health["status"], health["backend"], health["devices"]["idle"]) == ("ok", "fake", 1)
+    sid = new_session(client)
+    client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0})
+    response = client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    lines = response.text.splitlines()
+    assert "admire_sessions_active 1" in lines and "admire_steps_total 1" in lines
+    assert "admire_step_latency_seconds_count 1" in lines
+
+
+def test_health_is_down_when_every_device_is_quarantined() -> None:
+    with make_pool(lambda: FormEnv(crash_on_step=0), crashed_device_restart=False) as pool:
+        client = TestClient(create_app(pool))
+        sid = new_session(client)
+        client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN})
+        assert client.get("/health").json()["status"] == "down"
+        assert_error(client.post("/sessions", json={"task": "fake/form"}), 503, "no_capacity", "quarantined")
+
+
+def test_unknown_routes_and_methods_answer_in_the_error_format(client: TestClient) -> None:
+    assert_error(client.get("/nope"), 404, "not_found")
+    assert_error(client.put("/sessions"), 405, "method_not_allowed")
+
+
+def test_the_openapi_document_describes_every_route(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert set(spec["paths"]) == {"/sessions", "/sessions/{session_id}/step", "/sessions/{session_id}",
+                                  "/devices", "/devices/{device_id}/screenshot", "/episodes", "/health", "/metrics"}
+    step = spec["paths"]["/sessions/{session_id}/step"]["post"]
+    assert {"409", "422", "503"} <= set(step["responses"])
+
+
+@pytest.mark.parametrize(("argv", "phrase"), [
+    (["serve", "--host", "0.0.0.0"], "refusing to listen on '0.0.0.0' without a token"),
+    (["serve", "--host", "example.org"], "without a token"),
+    (["serve", "--backend", "android_world"], "android_world backend is not part of this version"),
+    (["serve", "--backend", "nope"], "unknown environment backend 'nope'"),
+    (["serve", "--backend", "remote"], "serve a device backend"),
+    (["serve", "--num-devices", "3", "--max-devices", "1"], "max_devices (1) must be >= num_devices (3)"),
+])
+def test_admire_serve_refuses_bad_setups_with_a_clear_message(argv: list[str], phrase: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from admire.cli import main
+    from admire.commands.serve import TOKEN_ENV
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert phrase in str(exited.value.code)
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                                ("127.0.0.2", True), ("0.0.0.0", False), ("10.0.0.5", False),
+                                                ("my-host", False)])
+def test_only_loopback_hosts_may_go_without_a_token(host: str, loopback: bool) -> None:
+    from admire.commands.serve import check_exposure, is_loopback
+
+    assert is_loopback(host) is loopback
+    check_exposure(host, "a-token")  # any host is fine with a token

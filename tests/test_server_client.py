@@ -1,0 +1,282 @@
+"""``RemoteEnv`` against a real server on a loopback socket: the ``GuiEnv`` contract over HTTP, the
+mapping of server errors to ``EnvCrashed``/``InvalidAction``, retries, and the trainer's path."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from admire.envs.base import EnvCrashed, GuiEnv, InvalidAction, make_env, make_task
+from admire.rl.rollout import RolloutStats, collect, group_requests
+from admire.server.app import create_app
+from admire.server.client import TOKEN_ENV, RemoteEnv
+from admire.server.pool import DevicePool
+from admire.types import Action, Termination
+from tests.fakes import FormEnv, ScriptedPolicy
+from tests.server_helpers import SOLVE_ANN, RecordingFactory, TaskCheckingEnv, form_task, make_pool, running_server
+
+
+@dataclass
+class Served:
+    pool: DevicePool
+    devices: RecordingFactory
+    url: str
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    devices = RecordingFactory(TaskCheckingEnv)
+    with make_pool(devices, num_devices=1, max_devices=2, lease_wait_s=5.0) as pool, \
+            running_server(create_app(pool)) as url:
+        yield Served(pool, devices, url)
+
+
+def remote(url: str, **options) -> RemoteEnv:
+    return RemoteEnv(url, backoff_s=0.01, max_backoff_s=0.05, **options)
+
+
+class Interceptor(httpx.BaseTransport):
+    """Forwards to the real socket, letting a test break chosen requests (connection lost before
+    sending, or the reply lost after the server acted)."""
+
+    def __init__(self, before=None, after=None) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.before, self.after = before, after
+        self.sent: list[str] = []
+        self.statuses: list[int] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(f"{request.method} {request.url.path}")
+        if self.before is not None:
+            self.before(request)
+        response = self.inner.handle_request(request)
+        self.statuses.append(response.status_code)
+        if self.after is not None:
+            self.after(request, response)
+        return response
+
+
+def test_make_env_with_a_remote_spec_builds_a_remote_env_that_plays_an_episode(served: Served) -> None:
+    env = make_env(f"remote:{served.url}", max_steps=6, screenshots=False)
+    try:
+        assert isinstance(env, RemoteEnv) and isinstance(env, GuiEnv)
+        observation = env.reset(form_task(seed=4))
+        assert observation.goal == 'Enter "ann" and press Submit.'
+        assert served.devices.envs[0].tasks[-1].max_steps == 6  # the trainer's max_steps reaches the device
+        results = [env.step(action) for action in SOLVE_ANN]
+        assert [r.done for r in results] == [False, True] and results[-1].success
+        env.reset(form_task(seed=5).model_copy(update={"max_steps": 3}))
+        assert served.devices.envs[0].tasks[-1].max_steps == 3  # a task's own budget wins
+    finally:
+        env.close()
+    assert [e.outcome for e in served.pool.recent_episodes()] == ["abandoned", "success"]
+
+
+def test_a_device_crash_on_the_server_is_env_crashed_and_the_next_reset_works() -> None:
+    with make_pool(lambda: FormEnv(crash_on_step=1), lease_wait_s=30.0) as pool, \
+            running_server(create_app(pool)) as url, remote(url) as env:
+        env.reset(form_task())
+        env.step(SOLVE_ANN[0])
+        with pytest.raises(EnvCrashed, match="device 0 crashed"):
+            env.step(SOLVE_ANN[1])
+        assert env.session_id is None
+        env.reset(form_task(seed=1))
+        assert [env.step(a).success for a in SOLVE_ANN] == [False, True]
+        assert [e.outcome for e in pool.recent_episodes()] == ["success", "env_error"]
+
+
+def test_invalid_actions_are_invalid_action_whether_caught_here_or_on_the_device(served: Served) -> None:
+    transport = Interceptor()
+    with remote(served.url, transport=transport) as env:
+        env.reset(form_task())
+        with pytest.raises(InvalidAction, match="out of range"):
+            env.step(Action(action_type="click", index=7))
+        with pytest.raises(InvalidAction, match="unknown action_type 'fly'"):
+            env.step({"action_type": "fly"})
+        assert transport.sent.count(f"POST /sessions/{env.session_id}/step") == 1  # 'fly' never left
+        assert [env.step(a).success for a in SOLVE_ANN] == [False, True]  # the episode went on
+
+
+def test_a_bad_task_is_a_value_error_naming_the_problem(served: Served) -> None:
+    with remote(served.url) as env:
+        with pytest.raises(ValueError, match="runs 'fake' tasks"):
+            env.reset(make_task("miniwob/login-user"))
+        with pytest.raises(ValueError, match="unknown task 'unknown'"):
+            env.reset(make_task("fake/unknown"))
+
+
+def test_step_before_reset_and_use_after_close_are_errors(served: Served) -> None:
+    env = remote(served.url)
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(SOLVE_ANN[0])
+    env.reset(form_task())
+    assert env.healthy()
+    env.close()
+    env.close()  # idempotent
+    assert not env.healthy()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset(form_task())
+    assert served.pool.recent_episodes()[0].outcome == "abandoned"
+    assert served.pool.devices()[0].state == "idle"
+
+
+def test_a_url_that_is_not_http_is_refused() -> None:
+    with pytest.raises(ValueError, match=re.escape("remote:http://127.0.0.1:8765")):
+        make_env("remote:127.0.0.1:8765")
+
+
+def test_the_token_comes_from_the_argument_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with make_pool() as pool, running_server(create_app(pool, token="tok")) as url:
+        monkeypatch.delenv(TOKEN_ENV, raising=False)
+        with remote(url) as env, pytest.raises(PermissionError, match=TOKEN_ENV):
+            env.reset(form_task())
+        with remote(url, token="tok") as env:
+            env.reset(form_task())
+        monkeypatch.setenv(TOKEN_ENV, "tok")
+        with remote(url) as env:
+            env.reset(form_task())
+
+
+def test_connection_errors_are_retried(served: Served) -> None:
+    failures = iter([True, True])
+
+    def refuse(request: httpx.Request) -> None:
+        if next(failures, False):
+            raise httpx.ConnectError("connection refused", request=request)
+
+    transport = Interceptor(before=refuse)
+    with remote(served.url, transport=transport) as env:
+        env.reset(form_task())
+        assert transport.sent == ["POST /sessions"] * 3
+
+
+def test_a_lost_step_reply_is_retried_without_stepping_twice(served: Served) -> None:
+    lost = iter([True])
+
+    def lose_first_step_reply(request: httpx.Request, response: httpx.Response) -> None:
+        if request.url.path.endswith("/step") and next(lost, False):
+            response.read()
+            raise httpx.ReadError("connection reset", request=request)
+
+    with remote(served.url, transport=Interceptor(after=lose_first_step_reply)) as env:
+        env.reset(form_task())
+        result = env.step(SOLVE_ANN[0])
+        assert result.observation.ui_elements[0].text == "ann"
+        assert served.devices.envs[0]._steps == 1
+        assert env.step(SOLVE_ANN[1]).success
+    assert served.pool.stats().counters["step_replays"] == 1
+
+
+def test_a_lost_create_reply_is_retried_without_leasing_twice(served: Served) -> None:
+    lost = iter([True])
+
+    def lose_first_reply(request: httpx.Request, response: httpx.Response) -> None:
+        if next(lost, False):
+            response.read()
+            raise httpx.ReadError("connection reset", request=request)
+
+    with remote(served.url, transport=Interceptor(after=lose_first_reply)) as env:
+        env.reset(form_task())
+        assert [d.state for d in served.pool.devices()] == ["leased"]
+        assert served.pool.stats().counters["sessions_created"] == 1
+
+
+def test_no_capacity_is_retried_until_a_device_frees_up() -> None:
+    with make_pool(num_devices=1) as pool, running_server(create_app(pool)) as url:
+        holder = remote(url)
+        holder.reset(form_task())
+
+        def free_the_device(request: httpx.Request, response: httpx.Response) -> None:
+            if response.status_code == 503:
+                holder.close()
+
+        transport = Interceptor(after=free_the_device)
+        with remote(url, transport=transport) as env:
+            env.reset(form_task(seed=1))
+            assert transport.statuses == [503, 201]
+
+
+def test_no_capacity_past_the_retries_is_env_crashed() -> None:
+    with make_pool(num_devices=1) as pool, running_server(create_app(pool)) as url, remote(url) as holder:
+        holder.reset(form_task())
+        with remote(url, retries=2) as env, pytest.raises(EnvCrashed, match="no_capacity"):
+            env.reset(form_task(seed=1))
+
+
+def test_an_unreachable_server_is_env_crashed_after_the_retries() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        with remote(f"http://127.0.0.1:{port}", retries=1) as env:
+            assert not env.healthy()
+            with pytest.raises(EnvCrashed, match="did not answer POST /sessions after 2 tries"):
+                env.reset(form_task())
+
+
+def test_rollouts_over_a_remote_env_rerun_an_episode_whose_device_crashed() -> None:
+    with make_pool(lambda: FormEnv(crash_on_step=1), lease_wait_s=30.0) as pool, \
+            running_server(create_app(pool)) as url, remote(url, max_steps=4) as env:
+        stats = RolloutStats()
+        policy = ScriptedPolicy([a.as_dict() for a in SOLVE_ANN])
+        (trajectory,) = collect(group_requests([form_task()], n=1), [env], policy, max_steps=4, stats=stats)
+        assert trajectory.termination is Termination.SUCCESS and trajectory.outcome == 1.0
+        assert (stats.env_errors, stats.reruns) == (1, 1)
+        assert [e.outcome for e in pool.recent_episodes()] == ["success", "env_error"]
+
+
+@pytest.mark.browser
+def test_the_trainers_make_envs_drives_a_real_miniwob_device_through_the_server() -> None:
+    from omegaconf import OmegaConf
+
+    from admire.envs.miniwob import MiniWoBEnv
+    from admire.rl.trainer import make_envs
+    from tests.server_helpers import OraclePolicy
+
+    devices = RecordingFactory(lambda: MiniWoBEnv(max_steps=10))
+    pool = DevicePool(devices, backend="miniwob")
+    with pool, running_server(create_app(pool)) as url, ExitStack() as stack:
+        cfg = OmegaConf.create({"env": {"src": [f"remote:{url}"], "max_envs": [1], "max_steps": 8,
+                                        "screenshots": False}})
+        envs = make_envs(cfg, stack)
+        assert [type(e) for e in envs] == [RemoteEnv]
+        policy = OraclePolicy("login-user", truth=lambda: devices.envs[0].ground_truth())
+        tasks = [make_task("miniwob/login-user", seed=s) for s in (3, 4)]
+        trajectories = collect(group_requests(tasks, n=1), envs, policy, max_steps=8)
+        assert [t.termination for t in trajectories] == [Termination.SUCCESS] * 2
+        assert all(len(t.steps) == 3 for t in trajectories)  # username, password, login
+        assert [e.outcome for e in pool.recent_episodes()] == ["success", "success"]
+
+
+@pytest.mark.browser
+def test_admire_serve_serves_real_miniwob_devices_to_a_remote_env() -> None:
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port", str(port),
+               "--token", "tok", "--log-level", "info"]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        with remote(url, token="tok") as env:
+            while not env.healthy():
+                assert server.poll() is None and time.monotonic() < deadline, "admire serve did not come up"
+                time.sleep(0.2)
+            observation = env.reset(make_task("miniwob/click-test", seed=1))
+            button = next(i for i, e in enumerate(observation.ui_elements) if e.class_name == "button")
+            assert env.step(Action(action_type="click", index=button)).success
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=60)
+    log = output.decode(errors="replace")
+    assert server.returncode == 0 and "admire.server: pool closed" in log, log  # devices closed on SIGTERM
