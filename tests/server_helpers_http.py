@@ -76,3 +76,27 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0, interval_s: 
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval_s)
+
+
+# The dashboard as a browser shows it (tests/test_dashboard.py, tests/test_serve_command.py)
+
+def card(driver: Any, device_id: int) -> dict[str, Any]:
+    """What device ``device_id``'s card shows: state, task, counters, whether an image is loaded."""
+    return driver.execute_script(
+        """
+        const card = document.querySelector(`#admire-devices .admire-card[data-device="${arguments[0]}"]`);
+        if (!card) return null;
+        const img = card.querySelector("img.admire-shot");
+        return {state: card.querySelector(".admire-state").textContent,
+                task: card.querySelector(".admire-task").textContent,
+                restarts: card.querySelector(".admire-restarts").textContent,
+                failures: card.querySelector(".admire-failures").textContent,
+                title: card.querySelector("header b").textContent,
+                image: img ? img.complete && img.naturalWidth : null};
+        """,
+        device_id,
+    )
+
+
+def episodes_text(driver: Any) -> str:
+    return driver.execute_script("const t = document.querySelector('#admire-episodes'); return t ? t.innerText : ''")

@@ -20,7 +20,14 @@ from fastapi.testclient import TestClient
 
 from admire.server.dashboard import build_dashboard, device_cards, episode_table, mount_dashboard, snapshot
 from admire.server.views import DeviceView, EpisodeView
-from tests.server_helpers_http import headless_chromium, requested_urls, serve_in_thread, wait_for
+from tests.server_helpers_http import (
+    card,
+    episodes_text,
+    headless_chromium,
+    requested_urls,
+    serve_in_thread,
+    wait_for,
+)
 
 NOW = 1_700_000_000.0
 
@@ -157,28 +164,6 @@ def served(pool: FakePool, refresh_s: float) -> Any:
     app = FastAPI()
     mount_dashboard(app, pool, refresh_s=refresh_s)
     return serve_in_thread(app)
-
-
-def card(driver: Any, device_id: int) -> dict[str, Any]:
-    """What device ``device_id``'s card shows: state, task, counters, whether an image is loaded."""
-    return driver.execute_script(
-        """
-        const card = document.querySelector(`#admire-devices .admire-card[data-device="${arguments[0]}"]`);
-        if (!card) return null;
-        const img = card.querySelector("img.admire-shot");
-        return {state: card.querySelector(".admire-state").textContent,
-                task: card.querySelector(".admire-task").textContent,
-                restarts: card.querySelector(".admire-restarts").textContent,
-                failures: card.querySelector(".admire-failures").textContent,
-                title: card.querySelector("header b").textContent,
-                image: img ? img.complete && img.naturalWidth : null};
-        """,
-        device_id,
-    )
-
-
-def episodes_text(driver: Any) -> str:
-    return driver.execute_script("const t = document.querySelector('#admire-episodes'); return t ? t.innerText : ''")
 
 
 @pytest.mark.browser

@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 
+log = logging.getLogger("admire.server")
+
 HELP = "serve a pool of GUI environments (MiniWoB++ browsers, Android emulators) over HTTP"
 TOKEN_ENV = "ADMIRE_SERVER_TOKEN"
 NOT_BUILT_YET = {"android_world": "the android_world backend is not part of this version of ADMIRE yet "
@@ -37,6 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, default=10,
                         help="a device's step budget for tasks that set none (default: 10)")
     parser.add_argument("--screenshots", action="store_true", help="devices attach a PNG to every observation")
+    parser.add_argument("--executor", default="local", choices=["local", "ray"],
+                        help="run each device in this process (local) or in a Ray actor (ray; docs/scale-out.md)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster to join with --executor ray (default: a private local Ray; 'auto' joins "
+                             "the cluster started by `ray start`)")
+    parser.add_argument("--ray-cpus-per-device", type=float, default=1.0,
+                        help="Ray CPUs reserved per device actor (default: 1)")
+    parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=True,
+                        help="serve the device dashboard at /ui (default: on; behind a login when a token is set)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
     parser.add_argument("--token", default=None,
@@ -61,8 +72,10 @@ def check_exposure(host: str, token: str | None) -> None:
                          f"could drive the devices. Pass --token (or set {TOKEN_ENV}), or bind to 127.0.0.1.")
 
 
-def device_factory(backend: str, max_steps: int, screenshots: bool):
-    """A zero-argument factory of the backend's envs, or a clear ``SystemExit`` for a backend we lack."""
+def device_factory(backend: str, max_steps: int, screenshots: bool, executor: str = "local",
+                   ray_address: str | None = None, ray_cpus: float = 1.0):
+    """A zero-argument factory of the backend's envs (in this process or in Ray actors), or a clear
+    ``SystemExit`` for a backend we lack."""
     from admire.envs.base import ENVS
 
     servable = [name for name in ENVS.names() if name != "remote"]
@@ -74,13 +87,23 @@ def device_factory(backend: str, max_steps: int, screenshots: bool):
         raise SystemExit(f"admire serve: {exc}") from None
     if backend == "remote":
         raise SystemExit("admire serve: the 'remote' backend is a client of another server; serve a device backend")
+    if executor == "ray":
+        from admire.server.ray_executor import RaySettings, ensure_ray, ray_env_factory
+
+        try:
+            settings = RaySettings(address=ray_address, num_cpus=ray_cpus)
+        except ValueError as exc:
+            raise SystemExit(f"admire serve: {exc}") from None
+        ensure_ray(settings.address)
+        return ray_env_factory(backend, settings, max_steps=max_steps, screenshots=screenshots)
     return lambda: factory(max_steps=max_steps, screenshots=screenshots)
 
 
 def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
     check_exposure(args.host, token)
-    factory = device_factory(args.backend, args.max_steps, args.screenshots)
+    factory = device_factory(args.backend, args.max_steps, args.screenshots, args.executor, args.ray_address,
+                             args.ray_cpus_per_device)
 
     import uvicorn
 
@@ -102,6 +125,11 @@ def run(args: argparse.Namespace) -> int:
     pool = DevicePool(factory, config, backend=args.backend)
     try:
         app = create_app(pool, token=token, max_request_bytes=args.max_request_bytes)
+        if args.dashboard:
+            from admire.server.dashboard import mount_dashboard
+
+            mount_dashboard(app, pool, auth=("admire", token) if token else None)
+            log.info("dashboard at http://%s:%d/ui", args.host, args.port)
         with _stop_quietly_on_signals():
             uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     except _Stopped:
