@@ -282,3 +282,52 @@ def test_only_loopback_hosts_may_go_without_a_token(host: str, loopback: bool) -
 
     assert is_loopback(host) is loopback
     check_exposure(host, "a-token")  # any host is fine with a token
+
+
+def test_a_step_token_is_checked_on_the_fast_path_too(pool: DevicePool) -> None:
+    client = TestClient(create_app(pool, token=TOKEN))
+    sid = client.post("/sessions", json={"task": "fake/form"}, headers=AUTH).json()["session_id"]
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {TOKEN}x"}):
+        assert_error(client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0}, headers=headers),
+                     401, "unauthorized")
+    assert pool.stats().counters.get("steps", 0) == 0
+    lower = {"Authorization": f"bearer {TOKEN}"}  # the scheme is case-insensitive on both paths
+    assert client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN, "seq": 0}, headers=lower).status_code == 200
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/vnd.x+json"])
+def test_a_step_is_answered_alike_with_any_json_content_type(client: TestClient, content_type: str) -> None:
+    """``application/json`` takes the fast path, other JSON types the FastAPI route: one reply."""
+    sid = new_session(client)
+    body = json.dumps({"action": TYPE_ANN, "seq": 0}).encode()
+    fast = client.post(f"/sessions/{sid}/step", content=body, headers={"content-type": "application/json"})
+    other = client.post(f"/sessions/{sid}/step", content=body, headers={"content-type": content_type})  # a replay
+    assert (fast.status_code, other.status_code) == (200, 200)
+    assert fast.json() == other.json() and fast.json()["observation"]["ui_elements"][0]["text"] == "ann"
+
+
+@pytest.mark.parametrize(("body", "content_type", "where"), [
+    (b'{"action": ', "application/json", "body"),
+    (b'{"action": {"action_type": "click", "index": 0}, "seq": -1}', "application/json", "body.seq"),
+    (b'{"action": {"action_type": "click", "index": 0}, "extra": 1}', "application/json", "body.extra"),
+    (b'["a list"]', "application/json", "body"),
+    (b'{"action": {"action_type": "click", "index": 0}}', "text/plain", "body"),
+])
+def test_a_bad_step_body_is_refused_as_the_route_refuses_it(client: TestClient, pool: DevicePool, body: bytes,
+                                                            content_type: str, where: str) -> None:
+    sid = new_session(client)
+    response = client.post(f"/sessions/{sid}/step", content=body, headers={"content-type": content_type})
+    assert_error(response, 422, "invalid_request", where)
+    assert pool.stats().counters.get("steps", 0) == 0
+
+
+def test_an_unexpected_error_on_the_step_path_is_a_500_that_names_itself(pool: DevicePool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    client = TestClient(create_app(pool), raise_server_exceptions=False)
+    sid = new_session(client)
+
+    def broken(*_args, **_kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(pool, "step", broken)
+    assert_error(client.post(f"/sessions/{sid}/step", json={"action": TYPE_ANN}), 500, "internal_error", "KeyError")

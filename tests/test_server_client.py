@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import re
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-import httpx
 import pytest
 
 from admire.envs.base import EnvCrashed, GuiEnv, InvalidAction, make_env, make_task
 from admire.rl.rollout import RolloutStats, collect, group_requests
 from admire.server.app import create_app
-from admire.server.client import TOKEN_ENV, RemoteEnv
+from admire.server.client import TOKEN_ENV, KeepAlive, RemoteEnv, Reply, TransportError
 from admire.server.pool import DevicePool
 from admire.types import Action, Termination
 from tests.fakes import FormEnv, ScriptedPolicy
@@ -41,25 +42,35 @@ def remote(url: str, **options) -> RemoteEnv:
     return RemoteEnv(url, backoff_s=0.01, max_backoff_s=0.05, **options)
 
 
-class Interceptor(httpx.BaseTransport):
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+
+
+class Interceptor:
     """Forwards to the real socket, letting a test break chosen requests (connection lost before
     sending, or the reply lost after the server acted)."""
 
-    def __init__(self, before=None, after=None) -> None:
-        self.inner = httpx.HTTPTransport()
+    def __init__(self, url: str, before=None, after=None) -> None:
+        self.inner = KeepAlive(url, timeout_s=30.0, connect_timeout_s=5.0)
         self.before, self.after = before, after
         self.sent: list[str] = []
         self.statuses: list[int] = []
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.sent.append(f"{request.method} {request.url.path}")
+    def send(self, method: str, path: str, body: bytes | None, headers, timeout_s: float | None = None) -> Reply:
+        request = Request(method, path)
+        self.sent.append(f"{method} {path}")
         if self.before is not None:
             self.before(request)
-        response = self.inner.handle_request(request)
-        self.statuses.append(response.status_code)
+        reply = self.inner.send(method, path, body, headers, timeout_s)
+        self.statuses.append(reply.status)
         if self.after is not None:
-            self.after(request, response)
-        return response
+            self.after(request, reply)
+        return reply
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def test_make_env_with_a_remote_spec_builds_a_remote_env_that_plays_an_episode(served: Served) -> None:
@@ -92,7 +103,7 @@ def test_a_device_crash_on_the_server_is_env_crashed_and_the_next_reset_works() 
 
 
 def test_invalid_actions_are_invalid_action_whether_caught_here_or_on_the_device(served: Served) -> None:
-    transport = Interceptor()
+    transport = Interceptor(served.url)
     with remote(served.url, transport=transport) as env:
         env.reset(form_task())
         with pytest.raises(InvalidAction, match="out of range"):
@@ -146,11 +157,11 @@ def test_the_token_comes_from_the_argument_or_the_environment(monkeypatch: pytes
 def test_connection_errors_are_retried(served: Served) -> None:
     failures = iter([True, True])
 
-    def refuse(request: httpx.Request) -> None:
+    def refuse(_request: Request) -> None:
         if next(failures, False):
-            raise httpx.ConnectError("connection refused", request=request)
+            raise TransportError("ConnectionRefusedError: connection refused")
 
-    transport = Interceptor(before=refuse)
+    transport = Interceptor(served.url, before=refuse)
     with remote(served.url, transport=transport) as env:
         env.reset(form_task())
         assert transport.sent == ["POST /sessions"] * 3
@@ -159,12 +170,11 @@ def test_connection_errors_are_retried(served: Served) -> None:
 def test_a_lost_step_reply_is_retried_without_stepping_twice(served: Served) -> None:
     lost = iter([True])
 
-    def lose_first_step_reply(request: httpx.Request, response: httpx.Response) -> None:
-        if request.url.path.endswith("/step") and next(lost, False):
-            response.read()
-            raise httpx.ReadError("connection reset", request=request)
+    def lose_first_step_reply(request: Request, _reply: Reply) -> None:
+        if request.path.endswith("/step") and next(lost, False):
+            raise TransportError("ConnectionResetError: connection reset")
 
-    with remote(served.url, transport=Interceptor(after=lose_first_step_reply)) as env:
+    with remote(served.url, transport=Interceptor(served.url, after=lose_first_step_reply)) as env:
         env.reset(form_task())
         result = env.step(SOLVE_ANN[0])
         assert result.observation.ui_elements[0].text == "ann"
@@ -176,12 +186,11 @@ def test_a_lost_step_reply_is_retried_without_stepping_twice(served: Served) -> 
 def test_a_lost_create_reply_is_retried_without_leasing_twice(served: Served) -> None:
     lost = iter([True])
 
-    def lose_first_reply(request: httpx.Request, response: httpx.Response) -> None:
+    def lose_first_reply(_request: Request, _reply: Reply) -> None:
         if next(lost, False):
-            response.read()
-            raise httpx.ReadError("connection reset", request=request)
+            raise TransportError("ConnectionResetError: connection reset")
 
-    with remote(served.url, transport=Interceptor(after=lose_first_reply)) as env:
+    with remote(served.url, transport=Interceptor(served.url, after=lose_first_reply)) as env:
         env.reset(form_task())
         assert [d.state for d in served.pool.devices()] == ["leased"]
         assert served.pool.stats().counters["sessions_created"] == 1
@@ -192,11 +201,11 @@ def test_no_capacity_is_retried_until_a_device_frees_up() -> None:
         holder = remote(url)
         holder.reset(form_task())
 
-        def free_the_device(request: httpx.Request, response: httpx.Response) -> None:
-            if response.status_code == 503:
+        def free_the_device(_request: Request, reply: Reply) -> None:
+            if reply.status == 503:
                 holder.close()
 
-        transport = Interceptor(after=free_the_device)
+        transport = Interceptor(url, after=free_the_device)
         with remote(url, transport=transport) as env:
             env.reset(form_task(seed=1))
             assert transport.statuses == [503, 201]
@@ -280,3 +289,141 @@ def test_admire_serve_serves_real_miniwob_devices_to_a_remote_env() -> None:
         output, _ = server.communicate(timeout=60)
     log = output.decode(errors="replace")
     assert server.returncode == 0 and "admire.server: pool closed" in log, log  # devices closed on SIGTERM
+
+
+class RawServer:
+    """A loopback HTTP server written by hand, for what uvicorn will not do on cue: close a keep-alive
+    connection, hang up on a request, chunk a reply. ``script`` answers each request read: the reply
+    bytes, and whether to close the connection afterwards (``None`` bytes: close without replying)."""
+
+    def __init__(self, script) -> None:
+        self.script = script
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn, conn.makefile("rb") as reader:
+                while True:
+                    head = b"".join(iter(lambda: reader.readline(), b"\r\n"))
+                    if not head:
+                        break
+                    length = re.search(rb"Content-Length: (\d+)", head)
+                    self.requests.append(head + reader.read(int(length.group(1)) if length else 0))
+                    reply, close = self.script(len(self.requests))
+                    if reply is not None:
+                        conn.sendall(reply)
+                    if close or reply is None:
+                        break
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def ok(body: bytes = b'{"ok": true}') -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def test_keep_alive_sends_many_requests_over_one_connection() -> None:
+    server = RawServer(lambda n: (ok(), False))
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        replies = [transport.send("POST", "/x", b'{"a": 1}', {"Content-Type": "application/json"}) for _ in range(3)]
+        assert [(r.status, r.json()) for r in replies] == [(200, {"ok": True})] * 3
+        assert replies[0].headers["content-type"] == "application/json"
+        assert server.connections == 1 and len(server.requests) == 3
+        assert server.requests[0].startswith(b"POST /x HTTP/1.1\r\n") and server.requests[0].endswith(b'{"a": 1}')
+    finally:
+        transport.close()
+        server.close()
+
+
+def test_a_keep_alive_connection_the_server_closed_is_replaced_and_each_request_sent_once() -> None:
+    server = RawServer(lambda n: (ok(), True))  # replies, then hangs up (as uvicorn does with idle ones)
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        assert transport.send("GET", "/a", None, {}).ok
+        wait_for_closed = time.monotonic() + 5
+        while not transport._closed_by_server() and time.monotonic() < wait_for_closed:
+            time.sleep(0.01)
+        assert transport.send("GET", "/b", None, {}).ok
+        assert server.connections == 2 and [r.split(b" ")[1] for r in server.requests] == [b"/a", b"/b"]
+    finally:
+        transport.close()
+        server.close()
+
+
+def test_a_request_lost_on_a_reused_connection_is_sent_once_more_on_a_new_one() -> None:
+    server = RawServer(lambda n: (None if n == 2 else ok(), False))  # hangs up on the 2nd request unanswered
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        assert transport.send("GET", "/a", None, {}).ok
+        assert transport.send("GET", "/b", None, {}).ok
+        assert server.connections == 2 and [r.split(b" ")[1] for r in server.requests] == [b"/a", b"/b", b"/b"]
+    finally:
+        transport.close()
+        server.close()
+
+
+def test_a_request_lost_on_a_new_connection_is_a_transport_error_not_a_silent_resend() -> None:
+    server = RawServer(lambda n: (None, True))
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        with pytest.raises(TransportError, match="closed the connection"):
+            transport.send("POST", "/a", b"{}", {})
+        assert len(server.requests) == 1
+    finally:
+        transport.close()
+        server.close()
+
+
+def test_chunked_replies_and_replies_that_end_with_the_connection_are_read_whole() -> None:
+    chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\n\r\n"
+    to_the_end = b"HTTP/1.0 503 Service Unavailable\r\nretry-after: 2\r\n\r\nbusy"
+    server = RawServer(lambda n: (chunked, False) if n == 1 else (to_the_end, True))
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        assert transport.send("GET", "/a", None, {}).json() == {"a": 1}
+        reply = transport.send("GET", "/b", None, {})
+        assert (reply.status, reply.content, reply.headers["retry-after"]) == (503, b"busy", "2")
+    finally:
+        transport.close()
+        server.close()
+
+
+def test_a_server_that_does_not_answer_in_time_is_a_transport_error() -> None:
+    answered = threading.Event()
+    server = RawServer(lambda n: (ok(), False) if answered.wait(10) else (None, True))
+    transport = KeepAlive(server.url, timeout_s=0.2, connect_timeout_s=5)
+    try:
+        with pytest.raises(TransportError, match="timed out"):
+            transport.send("GET", "/slow", None, {})
+    finally:
+        answered.set()
+        transport.close()
+        server.close()
+
+
+def test_a_reply_that_is_not_http_is_a_transport_error_and_a_header_with_a_line_break_a_value_error() -> None:
+    server = RawServer(lambda n: (b"SSH-2.0-OpenSSH\r\n\r\n", True))
+    transport = KeepAlive(server.url, timeout_s=5, connect_timeout_s=5)
+    try:
+        with pytest.raises(TransportError, match="not an HTTP"):
+            transport.send("GET", "/a", None, {})
+        with pytest.raises(ValueError, match="line break"):  # a mistake here, not a network fault to retry
+            transport.send("GET", "/a", None, {"Authorization": "Bearer x\r\nX-Evil: 1"})
+        assert len(server.requests) == 1
+    finally:
+        transport.close()
+        server.close()

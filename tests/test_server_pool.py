@@ -11,6 +11,7 @@ import pytest
 
 from admire.envs.base import make_task
 from admire.server import metrics
+from admire.server.deadline import CallTimedOut, DeviceWorker
 from admire.server.errors import (
     DeviceFailed,
     EpisodeOver,
@@ -384,3 +385,50 @@ def test_bad_pool_configs_are_refused_with_the_reason() -> None:
         PoolConfig(concurrency_limit=0)
     with pytest.raises(ValueError, match="lease_ttl_s"):
         PoolConfig(lease_ttl_s=0)
+
+
+def test_a_device_worker_runs_calls_on_one_thread_and_hands_back_results_and_errors() -> None:
+    worker = DeviceWorker("device-test")
+    try:
+        threads = {worker.call(lambda: threading.get_ident(), 5, "step") for _ in range(3)}
+        assert len(threads) == 1 and threading.get_ident() not in threads
+        with pytest.raises(ValueError, match="bad action"):
+            worker.call(lambda: (_ for _ in ()).throw(ValueError("bad action")), 5, "step")
+        assert worker.call(lambda: threading.get_ident(), 5, "step") in threads  # an error does not cost the thread
+    finally:
+        worker.close()
+
+
+def test_a_device_worker_leaves_a_hung_call_behind_and_serves_the_next_on_a_new_thread() -> None:
+    worker = DeviceWorker("device-test")
+    release = threading.Event()
+    try:
+        first = worker.call(lambda: threading.get_ident(), 5, "step")
+        with pytest.raises(CallTimedOut, match="device-test-step did not return"):
+            worker.call(lambda: release.wait(30), 0.2, "step")
+        second = worker.call(lambda: threading.get_ident(), 5, "health")
+        assert second != first
+    finally:
+        release.set()
+        worker.close()
+
+
+def test_a_call_made_while_the_worker_is_busy_gets_a_thread_of_its_own() -> None:
+    worker = DeviceWorker("device-test")
+    inside, release = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        inside.set()
+        release.wait(30)
+        return threading.get_ident()
+
+    try:
+        with ThreadPoolExecutor(1) as executor:
+            busy = executor.submit(worker.call, slow, 30, "step")
+            assert inside.wait(10)
+            other = worker.call(lambda: threading.get_ident(), 5, "close")  # does not wait for the slow call
+            release.set()
+            assert busy.result(10) != other
+    finally:
+        release.set()
+        worker.close()

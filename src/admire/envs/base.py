@@ -80,4 +80,4 @@ def make_task(name: str, seed: int = 0, **params: Any) -> Task:
 def _load_builtin_backends() -> None:
     """Import the built-in backends so they register; each imports its heavy deps lazily."""
     import admire.envs.miniwob
-    import admire.server.client  # noqa: F401 - the ``remote`` backend; httpx is imported when one is built
+    import admire.server.client  # noqa: F401 - the ``remote`` backend; its HTTP client is set up when one is built

@@ -5,6 +5,11 @@ Every failure a client can cause is a 4xx whose body names what was wrong (``Err
 ``env_crashed`` (the device died during this request: the episode is lost, start a new session) or
 ``shutting_down``. The routes are plain ``def`` functions: FastAPI runs them on its thread pool, so
 slow devices never block the event loop, and the pool itself is thread-safe.
+
+The step route is the hot path (a trainer steps thousands of times per minute), so ``StepFastPath``
+serves well-formed step requests without FastAPI's routing, dependency and validation machinery,
+with the same pool call and the same replies; anything else (a bad body, a missing token, an odd
+content type) falls through to the FastAPI route, which stays the one that documents and refuses.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import hmac
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -77,7 +84,8 @@ def create_app(pool: DevicePool, *, token: str | None = None,
                     "session for a task, step it with JSON actions, close it. See docs/server.md.",
     )
     app.state.pool = pool
-    app.add_middleware(BodySizeLimit, max_bytes=max_request_bytes)
+    app.add_middleware(StepFastPath, pool=pool, token=token)
+    app.add_middleware(BodySizeLimit, max_bytes=max_request_bytes)  # outside the fast path: it bounds it too
     _add_error_handlers(app)
     auth = [Depends(_token_check(token))] if token else []
 
@@ -90,11 +98,8 @@ def create_app(pool: DevicePool, *, token: str | None = None,
 
     @app.post("/sessions/{session_id}/step", response_model=StepReply, dependencies=auth, responses=_ERRORS,
               summary="Execute one action (idempotent under retry with seq)")
-    def step(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)], body: StepRequest) -> StepReply:
-        action = validate_action(body.action)
-        result = pool.step(session_id, action, body.seq)
-        return StepReply(seq=body.seq, observation=result.observation, done=result.done, success=result.success,
-                         info=json_safe(dict(result.info)))
+    def step(session_id: Annotated[str, Path(pattern=SESSION_ID_PATTERN)], body: StepRequest) -> Response:
+        return Response(content=_step_reply(pool, session_id, body), media_type="application/json")
 
     @app.delete("/sessions/{session_id}", response_model=SessionClosed, dependencies=auth, responses=_ERRORS,
                 summary="End a session (a running episode is recorded as abandoned)")
@@ -161,9 +166,18 @@ def _error(status: int, code: str, detail: str, headers: dict[str, str] | None =
     return JSONResponse(status_code=status, content=body, headers=headers)
 
 
-def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(PoolError)
-    def pool_error(_request: Request, exc: PoolError) -> JSONResponse:
+def _step_reply(pool: DevicePool, session_id: str, body: StepRequest) -> bytes:
+    """The step, as the JSON reply body; raises the errors ``_known_error`` maps."""
+    action = validate_action(body.action)
+    result = pool.step(session_id, action, body.seq)
+    reply = StepReply(seq=body.seq, observation=result.observation, done=result.done, success=result.success,
+                      info=json_safe(dict(result.info)))
+    return reply.model_dump_json().encode()
+
+
+def _known_error(exc: Exception) -> JSONResponse | None:
+    """The reply to an error the API expects (a pool error, a bad action); None for anything else."""
+    if isinstance(exc, PoolError):
         headers, extra = None, {}
         if exc.status == 503:
             retry = exc.retry_after_s if isinstance(exc, NoCapacity) else 1.0
@@ -172,14 +186,24 @@ def _add_error_handlers(app: FastAPI) -> None:
         if expected is not None:
             extra["expected_seq"] = expected
         return _error(exc.status, exc.code, exc.message, headers, **extra)
-
-    @app.exception_handler(ActionError)
-    def action_error(_request: Request, exc: ActionError) -> JSONResponse:
+    if isinstance(exc, ActionError):
         return _error(422, "invalid_action", f"invalid action: {exc}")
-
-    @app.exception_handler(InvalidAction)
-    def invalid_action(_request: Request, exc: InvalidAction) -> JSONResponse:
+    if isinstance(exc, InvalidAction):
         return _error(422, "invalid_action", f"the device cannot do this action on this screen: {exc}")
+    return None
+
+
+_KNOWN_ERRORS = (PoolError, ActionError, InvalidAction)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    def known_error(_request: Request, exc: Exception) -> JSONResponse:
+        response = _known_error(exc)
+        assert response is not None, exc  # registered for _KNOWN_ERRORS only
+        return response
+
+    for kind in _KNOWN_ERRORS:
+        app.add_exception_handler(kind, known_error)
 
     @app.exception_handler(Unauthorized)
     def unauthorized(_request: Request, _exc: Unauthorized) -> JSONResponse:
@@ -268,3 +292,87 @@ class BodySizeLimit:
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": payload})
+
+
+_STEP_PATH = re.compile(r"/sessions/([0-9a-f]{32})/step")
+"""The step route's path with a valid session id (``SESSION_ID_PATTERN``)."""
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+class StepFastPath:
+    """Serve ``POST /sessions/{id}/step`` straight from ASGI when the request is well formed.
+
+    Why: FastAPI's routing, dependency solving and body validation cost about as much CPU per step as
+    the pool does. Well formed means: a valid session id, a JSON content type, the right token (when
+    the server has one) and a body that ``StepRequest`` accepts, parsed as FastAPI parses it. Such a
+    request gets exactly what the FastAPI route would answer (same pool call, same error mapping);
+    anything else is handed on, body and all, to the FastAPI route, which produces the 401/422.
+    """
+
+    def __init__(self, app: ASGIApp, pool: DevicePool, token: str | None) -> None:
+        self.app = app
+        self.pool = pool
+        self.authorization = f"bearer {token}".encode() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _STEP_PATH.fullmatch(_route_path(scope)) if scope["type"] == "http" and \
+            scope["method"] == "POST" else None
+        if match is None or not self._acceptable(scope["headers"]):
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        request = _parsed_step(body)
+        if request is None:
+            await self.app(scope, _replaying(body, receive), send)
+            return
+        try:
+            content = await anyio.to_thread.run_sync(_step_reply, self.pool, match.group(1), request)
+        except _KNOWN_ERRORS as exc:
+            response = _known_error(exc)
+            assert response is not None
+            await response(scope, receive, send)
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(content)).encode())]})
+        await send({"type": "http.response.body", "body": content})
+
+    def _acceptable(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        json_body = authorized = False
+        for name, value in headers:
+            if name == b"content-type":
+                json_body = value.split(b";", 1)[0].strip().lower() == b"application/json"
+            elif name == b"authorization" and self.authorization is not None:
+                authorized = hmac.compare_digest(value[:7].lower() + value[7:], self.authorization)
+        return json_body and (authorized or self.authorization is None)
+
+
+def _route_path(scope: Scope) -> str:
+    path, root = scope["path"], scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+def _parsed_step(body: bytes) -> StepRequest | None:
+    """The body as FastAPI would read it (``json.loads``, then the model), or None to let FastAPI refuse it."""
+    try:
+        return StepRequest.model_validate(json.loads(body))
+    except ValueError:  # bad JSON and pydantic's ValidationError alike
+        return None
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

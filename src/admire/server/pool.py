@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from admire.envs.base import GuiEnv, InvalidAction, StepResult
-from admire.server.deadline import CallTimedOut, kill_processes_of, run_with_deadline
+from admire.server.deadline import CallTimedOut, DeviceWorker, kill_processes_of, run_with_deadline
 from admire.server.errors import (
     DeviceFailed,
     EpisodeOver,
@@ -52,6 +52,8 @@ EnvFactoryFn = Callable[[], GuiEnv]
 OUTCOMES: tuple[EpisodeOutcome, ...] = ("running", "success", "failure", "env_error", "abandoned")
 DEVICE_STATES: tuple[DeviceState, ...] = ("starting", "idle", "leased", "stepping", "restarting", "quarantined",
                                           "stopped")
+_BUSY = frozenset({"leased", "stepping"})
+"""A leased device's states: a session owns it, and it steps or waits for the session's next step."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,11 @@ class _Device:
     failures: int = 0
     last_screenshot: bytes | None = None
     last_change: float = field(default_factory=time.time)
+    worker: DeviceWorker = field(init=False)
+    """Runs the env's calls under the deadline; a hung call leaves its thread behind with the env."""
+
+    def __post_init__(self) -> None:
+        self.worker = DeviceWorker(f"device-{self.id}")
 
     def view(self) -> DeviceView:
         return DeviceView(id=self.id, state=self.state, task=self.task, session_id=self.session_id,
@@ -401,6 +408,7 @@ class DevicePool:
             devices = list(self._devices)
         for device in devices:
             self._close_env(device)
+            device.worker.close()
             with self._lock:
                 self._set_state(device, "stopped", "pool closed")
         log.info("pool closed")
@@ -467,11 +475,14 @@ class DevicePool:
     def _set_state(self, device: _Device, state: DeviceState, why: str) -> None:
         if device.state == state:
             return
-        level = logging.DEBUG if {device.state, state} == {"leased", "stepping"} else logging.INFO
-        log.log(level, "device %d: %s -> %s (%s)", device.id, device.state, state, why)
+        busy_only = device.state in _BUSY and state in _BUSY
+        log.log(logging.DEBUG if busy_only else logging.INFO, "device %d: %s -> %s (%s)", device.id, device.state,
+                state, why)
         device.state = state
         device.last_change = time.time()
-        if state not in ("leased", "stepping"):
+        if busy_only:  # every step passes here twice; nobody waits for a leased device to step
+            return
+        if state not in _BUSY:
             device.task = device.session_id = None
         self._changed.notify_all()
 
@@ -551,7 +562,7 @@ class DevicePool:
     def _check_health(self, device: _Device, when: str) -> bool:
         """``env.healthy()`` under the call deadline; an unhealthy device is failed (restarted)."""
         try:
-            ok = bool(run_with_deadline(device.env.healthy, self.config.call_timeout_s, f"device-{device.id}-health"))
+            ok = bool(device.worker.call(device.env.healthy, self.config.call_timeout_s, "health"))
             reason = "health check failed"
         except Exception as exc:  # noqa: BLE001 - a health check that raises is a failed one
             ok, reason = False, f"health check raised {_brief(exc)}"
@@ -587,7 +598,7 @@ class DevicePool:
                 self._set_state(device, "stepping", what)
             env = device.env
             try:
-                result = run_with_deadline(lambda: fn(env), self.config.call_timeout_s, f"device-{device.id}-{what}")
+                result = device.worker.call(lambda: fn(env), self.config.call_timeout_s, what)
             except ValueError as exc:  # InvalidAction is one too
                 if what == "reset":
                     raise TaskRejected(str(exc)) from exc
@@ -664,14 +675,13 @@ class DevicePool:
         restart = getattr(device.env, "restart", None)
         try:
             if restart is not None and not replace:
-                run_with_deadline(restart, self.config.call_timeout_s, f"device-{device.id}-restart")
+                device.worker.call(restart, self.config.call_timeout_s, "restart")
             else:
                 if replace:
                     kill_processes_of(device.env, f"device {device.id}")
                 self._close_env(device)
                 device.env = run_with_deadline(self._factory, self.config.call_timeout_s, f"device-{device.id}-start")
-            healthy = bool(run_with_deadline(device.env.healthy, self.config.call_timeout_s,
-                                             f"device-{device.id}-health"))
+            healthy = bool(device.worker.call(device.env.healthy, self.config.call_timeout_s, "health"))
             error = None if healthy else "unhealthy after restart"
         except Exception as exc:  # noqa: BLE001 - a failed restart is a failure of the device
             error = f"restart failed: {_brief(exc)}"
