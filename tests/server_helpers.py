@@ -3,13 +3,11 @@ hang, fail health checks or block, and a real uvicorn server on a free port in a
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from admire.server.background import serve_in_thread
 from admire.server.pool import DevicePool, PoolConfig
 from admire.types import Action, Observation, Screenshot, Task
 from tests.fakes import FormEnv
@@ -154,30 +152,7 @@ def make_pool(factory: Callable[[], Any] = FormEnv, **config: Any) -> DevicePool
     return DevicePool(factory, PoolConfig(**options), backend="fake", reap_interval_s=3600, **extra)
 
 
-@contextlib.contextmanager
-def running_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields its base URL."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="test-uvicorn")
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
-
+running_server = serve_in_thread  # one way to serve an app for real: admire.server.background
 
 
 class RemoteWithGroundTruth:

@@ -16,6 +16,7 @@ import pytest
 from admire.envs.base import EnvCrashed, GuiEnv, InvalidAction, make_env, make_task
 from admire.rl.rollout import RolloutStats, collect, group_requests
 from admire.server.app import create_app
+from admire.server.background import free_port
 from admire.server.client import TOKEN_ENV, KeepAlive, RemoteEnv, Reply, TransportError
 from admire.server.pool import DevicePool
 from admire.types import Action, Termination
@@ -268,9 +269,7 @@ def test_admire_serve_serves_real_miniwob_devices_to_a_remote_env() -> None:
     import sys
     import time
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port", str(port),
                "--token", "tok", "--log-level", "info"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

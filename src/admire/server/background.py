@@ -25,22 +25,29 @@ def free_port(host: str = "127.0.0.1") -> int:
 @contextlib.contextmanager
 def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int | None = None,
                     start_timeout_s: float = 30.0, log_level: str = "warning") -> Iterator[str]:
-    """Run ``app`` with uvicorn (lifespan events included) until the block ends; yields its base URL."""
+    """Run ``app`` with uvicorn (lifespan events included) until the block ends; yields its base URL.
+
+    The socket is bound here and handed to uvicorn, so no other process can take the port between
+    choosing it and listening on it (``port=None``: any free one)."""
     import uvicorn
 
-    port = port or free_port(host)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on", ws="none"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port or 0))
+    port = int(sock.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on", ws="none"))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # signals belong to the main thread
-    thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError(f"uvicorn did not start on {host}:{port}")
-        time.sleep(0.05)
     try:
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                raise RuntimeError(f"uvicorn did not start on {host}:{port}")
+            time.sleep(0.01)
         yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+        sock.close()
