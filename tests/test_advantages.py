@@ -9,9 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from admire.rewards import RewardConfig, milestone_lambda
 from admire.rl import advantages as adv
 from admire.rl.advantages import (
     ADVANTAGE_ESTIMATORS,
+    EPS,
+    SHIPPED_STD_FLOOR,
     GroupSample,
     compute_advantages,
     dapo_step,
@@ -179,6 +182,112 @@ def test_dapo_step_drops_groups_whose_rewards_all_tie():
 
 
 # --------------------------------------------------------------------------------------------------
+# Normalisation options (issue 11, failure 4)
+# --------------------------------------------------------------------------------------------------
+
+def _all_fail_group(lam: float) -> list[GroupSample]:
+    """Four failures of 5 steps at weight λ: one hit its first milestone of K = 3 at step 0 with s = 0.9,
+    so under progress prefix R_mil = [1/3 + 0.5·0.9, 0, 0, 0, 0] = [0.78333, 0, …]; the others hit
+    nothing. Every output parsed and the outcome is 0, so R_total = λ·R_mil."""
+    hit = 1 / 3 + 0.5 * 0.9
+    return [sample(lam * hit, 0.0, 0.0, 0.0, 0.0)] + [sample(0.0, 0.0, 0.0, 0.0, 0.0) for _ in range(3)]
+
+
+def test_failure_4_the_z_score_cancels_lambda_in_an_all_fail_group():
+    # λ(59) = 0.3·0.9^59 ≈ 0.000599. Pooled: one value x among 20, others 0. mean x/20, std
+    # x·√(1/20·19/20) = 0.21794·x, so A(hit) = 0.95/0.21794 = 4.3589 and A(others) = −0.05/0.21794
+    # = −0.22942 — whatever x is: λ has no effect (the paper's reading, std_floor 0). At epoch 59 the ε of
+    # 1e-6 beside a std of 0.0001 takes 1% off: 4.317.
+    lam = milestone_lambda(59, RewardConfig())
+    assert lam == pytest.approx(0.000599, rel=1e-3)
+    late = grpo_step(_all_fail_group(lam))
+    early = grpo_step(_all_fail_group(milestone_lambda(0, RewardConfig())))
+    assert late.advantages[0][0] == pytest.approx(4.3589, rel=2e-2)  # type: ignore[index]
+    assert late.advantages[1] == pytest.approx((-0.22942,) * 5, abs=1e-2)
+    assert max(abs(a) for steps in late.advantages for a in steps) > 3  # type: ignore[union-attr]
+    assert late.advantages[0][0] == pytest.approx(early.advantages[0][0], rel=2e-2)  # type: ignore[index]
+
+
+def test_failure_4_is_gone_with_the_shipped_std_floor():
+    # std_floor 0.1: the group's std 0.21794·x is below it for x = λ·0.78333 ≤ 0.235, so A = (R − mean)/0.1.
+    # Epoch 59: x = 0.000599·0.78333 = 0.000469 → A(hit) = 0.95·0.000469/0.1 = 0.0045; others −0.00023.
+    # Epoch 0: x = 0.235 → A(hit) = 0.95·0.235/0.1 = 2.23. The ratio of the two is λ(59)/λ(0) = 0.9^59.
+    assert SHIPPED_STD_FLOOR == 0.1
+    lam = milestone_lambda(59, RewardConfig())
+    late = compute_advantages("grpo_step", _all_fail_group(lam), norm_by_std=True, std_floor=SHIPPED_STD_FLOOR)
+    early = compute_advantages("grpo_step", _all_fail_group(0.3), norm_by_std=True, std_floor=SHIPPED_STD_FLOOR)
+    assert late.advantages[0][0] == pytest.approx(0.95 * lam * 0.783333 / (0.1 + EPS), rel=1e-6)  # type: ignore[index]
+    assert max(abs(a) for steps in late.advantages for a in steps) < 0.01  # type: ignore[union-attr]
+    assert early.advantages[0][0] == pytest.approx(2.2325, abs=1e-3)  # type: ignore[index]
+    assert late.advantages[0][0] / early.advantages[0][0] == pytest.approx(0.9**59, rel=1e-6)  # type: ignore[index]
+    assert late.info["std_floored"] == 1.0 and late.info["adv_scale"] == pytest.approx(0.1 + EPS)
+
+
+def test_the_std_floor_leaves_groups_whose_outcomes_differ_as_in_the_paper():
+    # One 2-step success among seven 20-step failures: p = 2/142, pooled std ≈ 0.118 > 0.1.
+    group = [sample(1.0, 1.0, outcome=1.0)] + [sample(*([0.0] * 20)) for _ in range(7)]
+    paper = grpo_step(group)
+    floored = grpo_step(group, std_floor=SHIPPED_STD_FLOOR)
+    assert paper.info["reward_std"] > SHIPPED_STD_FLOOR
+    assert floored.advantages == paper.advantages
+    assert floored.info["std_floored"] == 0.0
+
+
+def test_without_std_normalisation_advantages_are_centred_rewards():
+    # Pooled [1, 3, 2], mean 2 → A = R − 2.
+    result = compute_advantages("grpo_step", [sample(1.0, 3.0), sample(2.0)], norm_by_std=False)
+    assert result.advantages == ((-1.0, 1.0), (0.0,))
+    assert result.info["adv_scale"] == 1.0
+    # grpo_traj: returns [2, 2.5]... of trajectories [1, 3] → 2 and [3] → 3: mean 2.5 → ∓0.5.
+    traj = compute_advantages("grpo_traj", [sample(1.0, 3.0), sample(3.0)], norm_by_std=False)
+    assert traj.advantages == ((-0.5, -0.5), (0.5,))
+    assert grpo_step([sample(0.1, 0.1), sample(0.1)], norm_by_std=False).advantages == ((0.0, 0.0), (0.0,))
+
+
+def test_grpo_traj_and_dapo_step_honour_the_floor_and_dapo_keeps_its_hints():
+    tiny = [sample(0.001), sample(0.0)]  # returns 0.001 and 0: std 0.0005
+    assert grpo_traj(tiny).advantages[0] == pytest.approx((0.0005 / 0.000501,))  # the paper: ±1 whatever the scale
+    assert grpo_traj(tiny, std_floor=0.1).advantages[0] == pytest.approx((0.0005 / 0.100001,))
+    dapo = dapo_step(tiny, std_floor=0.1)
+    assert dapo.advantages == grpo_step(tiny, std_floor=0.1).advantages
+    assert dapo.keep and (dapo.clip_low, dapo.clip_high, dapo.loss_agg) == (0.2, 0.28, "token_mean")
+    assert not dapo_step([sample(0.2), sample(0.2)], std_floor=0.1).keep  # exact ties are still dropped
+
+
+def test_rloo_step_accepts_the_options_and_is_unchanged_by_them():
+    group = [sample(1.0, 3.0), sample(2.0), sample(0.0, 6.0)]
+    assert rloo_step(group, norm_by_std=False, std_floor=0.5).advantages == rloo_step(group).advantages
+
+
+def test_compute_advantages_checks_options_and_passes_only_what_an_estimator_declares():
+    with pytest.raises(ValueError, match=r"unknown advantage option\(s\) std_flor; known: norm_by_std, std_floor"):
+        compute_advantages("grpo_step", [sample(1.0)], std_flor=0.1)
+    with pytest.raises(ValueError, match=r"std_floor \(algorithm.std_floor\) must be a finite number >= 0"):
+        compute_advantages("grpo_step", [sample(1.0)], std_floor=-0.1)
+    with pytest.raises(ValueError, match=r"norm_by_std \(algorithm.norm_adv_by_std_in_grpo\) must be true or false"):
+        compute_advantages("grpo_step", [sample(1.0)], norm_by_std="yes")
+
+    seen: list[dict] = []
+
+    @register_advantage("test_plain")
+    def plain(samples):
+        return adv.AdvantageResult(tuple(None if s.excluded else (0.0,) * len(s.rewards) for s in samples))
+
+    @register_advantage("test_any")
+    def any_options(samples, **options):
+        seen.append(options)
+        return plain(samples)
+
+    try:
+        assert compute_advantages("test_plain", [sample(1.0)], norm_by_std=False, std_floor=0.1).advantages == ((0.0,),)
+        compute_advantages("test_any", [sample(1.0)], norm_by_std=False, std_floor=0.1)
+        assert seen == [{"norm_by_std": False, "std_floor": 0.1}]
+    finally:
+        ADVANTAGE_ESTIMATORS.pop("test_plain", None)
+        ADVANTAGE_ESTIMATORS.pop("test_any", None)
+
+
+# --------------------------------------------------------------------------------------------------
 # Registry and inputs
 # --------------------------------------------------------------------------------------------------
 
@@ -249,13 +358,24 @@ def test_grpo_step_advantages_have_zero_mean_over_pooled_steps(group):
         assert abs(np.mean(pooled)) < 1e-9
 
 
-@given(groups, st.integers(-50, 50), st.sampled_from(["grpo_step", "grpo_traj", "rloo_step", "dapo_step"]))
-def test_advantages_are_invariant_to_a_constant_reward_shift(group, shift, name):
-    before = compute_advantages(name, _samples(group))
-    after = compute_advantages(name, _samples([[r + shift for r in rewards] for rewards in group]))
+@given(groups, st.integers(-50, 50), st.sampled_from(["grpo_step", "grpo_traj", "rloo_step", "dapo_step"]),
+       st.sampled_from([{}, {"std_floor": SHIPPED_STD_FLOOR}, {"norm_by_std": False}]))
+def test_advantages_are_invariant_to_a_constant_reward_shift(group, shift, name, options):
+    before = compute_advantages(name, _samples(group), **options)
+    after = compute_advantages(name, _samples([[r + shift for r in rewards] for rewards in group]), **options)
     assert after.keep == before.keep
     for a, b in zip(after.advantages, before.advantages, strict=True):
         assert a == pytest.approx(b, abs=1e-9)
+
+
+@given(groups, st.floats(0.0, 2.0))
+def test_grpo_step_divides_by_the_larger_of_std_and_floor(group, floor):
+    result = grpo_step(_samples(group), std_floor=floor)
+    pooled = np.array([r for rewards in group for r in rewards])
+    if pooled.size == 0 or pooled.max() == pooled.min():
+        return
+    expected = (pooled - pooled.mean()) / (max(pooled.std(), floor) + EPS)
+    assert [a for steps in result.advantages for a in steps] == pytest.approx(expected.tolist(), abs=1e-9)
 
 
 @given(groups)

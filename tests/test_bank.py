@@ -179,8 +179,38 @@ def test_milestone_keys_by_task_and_by_instruction() -> None:
     assert milestone_key("android_world/ContactsAddContact") == "android_world/ContactsAddContact"
     with pytest.raises(ValueError, match="needs the instruction"):
         milestone_key(task, key="instruction")
-    with pytest.raises(ValueError, match="'task' or 'instruction'"):
+    with pytest.raises(ValueError, match="'task', 'instruction' or 'skeleton'"):
         milestone_key(task, key="template")  # type: ignore[arg-type]
+
+
+def test_skeleton_keys_are_equal_across_instances_of_one_structure() -> None:
+    first = Trajectory(id="a", task=Task(name="miniwob/login-user", seed=1), termination=Termination.SUCCESS,
+                       goal='Enter the username "karrie" and the password "9Ht" into the text fields and press login.')
+    second = Trajectory(id="b", task=Task(name="miniwob/login-user", seed=2), termination=Termination.SUCCESS,
+                        goal='Enter the username "vina" and the password "US" into the text fields and press login.')
+    key = milestone_key(first, key="skeleton")
+    assert key == ('miniwob/login-user::Enter the username "<v1>" and the password "<v2>" into the text fields '
+                   "and press login.")
+    assert milestone_key(second, key="skeleton") == key
+    # The instruction key tells the two instances apart; the skeleton key is what lets one list serve both.
+    assert milestone_key(first, key="instruction") != milestone_key(second, key="instruction")
+
+
+def test_skeleton_keys_differ_for_different_structures_and_tasks() -> None:
+    task = Task(name="miniwob/click-checkboxes")
+    one = milestone_key(task, "Select qKDSf and click Submit.", key="skeleton")
+    also_one = milestone_key(task, "Select 9Ht and click Submit.", key="skeleton")
+    three = milestone_key(task, "Select fzzqo, NYYyS82, 91YPF and click Submit.", key="skeleton")
+    other_three = milestone_key(task, "Select 0qP, wXy2, Zk and click Submit.", key="skeleton")
+    nothing = milestone_key(task, "Select nothing and click Submit.", key="skeleton")
+    assert one == also_one == "miniwob/click-checkboxes::Select <v1> and click Submit."
+    assert three == other_three == "miniwob/click-checkboxes::Select <v1>, <v2>, <v3> and click Submit."
+    assert len({one, three, nothing}) == 3
+    assert nothing == "miniwob/click-checkboxes::Select nothing and click Submit."
+    assert milestone_key("miniwob/click-checkboxes-transfer", "Select qKDSf and click Submit.",
+                         key="skeleton") != one
+    with pytest.raises(ValueError, match="needs the instruction"):
+        milestone_key(task, key="skeleton")
 
 
 # -- durability across processes -----------------------------------------------------------------

@@ -12,13 +12,19 @@ import pytest
 from admire.actions import describe, format_output, validate_action
 from admire.milestones.bank import MilestoneBank, Provenance
 from admire.milestones.generator import HeuristicGenerator
-from admire.milestones.update import update_bank
+from admire.milestones.slots import apply_slots, extract_slot_values
+from admire.milestones.update import slot_phrases, update_bank
 from admire.types import Observation, Step, Task, Termination, Trajectory, UIElement
 
 USERNAME = UIElement(hint_text="Username", class_name="input_text", is_editable=True)
 PASSWORD = UIElement(hint_text="Password", class_name="input_password", is_editable=True)
 LOGIN = UIElement(text="Login", class_name="button", is_clickable=True)
 OTHER = UIElement(text="Remember me", class_name="a", is_clickable=True)
+SUBMIT = UIElement(text="Submit", class_name="button", is_clickable=True)
+
+
+def checkbox(label: str) -> UIElement:
+    return UIElement(text=label, class_name="input_checkbox", is_checkable=True, is_checked=False)
 
 
 def goal(username: str, password: str) -> str:
@@ -34,10 +40,10 @@ def act(index: int, action: dict[str, object], element: UIElement) -> Step:
 
 def login(tid: str, username: str = "karrie", password: str = "9Ht", *, detour: int = 0,
           outcome: float = 1.0, termination: Termination = Termination.SUCCESS,
-          task: str = "miniwob/login-user") -> Trajectory:
-    """A login episode; ``detour`` extra clicks on another link make it longer."""
+          task: str = "miniwob/login-user", detour_to: UIElement = OTHER) -> Trajectory:
+    """A login episode; ``detour`` extra clicks on another element (``detour_to``) make it longer."""
     steps = [act(0, {"action_type": "input_text", "text": username, "index": 0}, USERNAME)]
-    steps += [act(0, {"action_type": "click", "index": 0}, OTHER) for _ in range(detour)]
+    steps += [act(0, {"action_type": "click", "index": 0}, detour_to) for _ in range(detour)]
     steps += [act(0, {"action_type": "input_text", "text": password, "index": 0}, PASSWORD),
               act(0, {"action_type": "click", "index": 0}, LOGIN)]
     steps = [s.model_copy(update={"index": i}) for i, s in enumerate(steps)]
@@ -95,15 +101,26 @@ def test_at_most_one_write_per_key_per_batch_and_one_per_key(bank: MilestoneBank
     assert bank.version == 2
 
 
-def test_a_later_shorter_success_updates_and_an_equal_one_keeps(bank: MilestoneBank) -> None:
-    update_bank(bank, [login("first", detour=1)], HeuristicGenerator(), epoch=0)
+@pytest.mark.parametrize("rule", ["common", "shorter"])
+def test_a_later_shorter_success_updates_and_an_equal_one_keeps(bank: MilestoneBank, rule: str) -> None:
+    update_bank(bank, [login("first", detour=1)], HeuristicGenerator(), epoch=0, rule=rule)
     assert len(bank.get("miniwob/login-user").milestones) == 4  # type: ignore[union-attr]
-    [same] = update_bank(bank, [login("same", "vina", "US", detour=1)], HeuristicGenerator(), epoch=1)
+    [same] = update_bank(bank, [login("same", "vina", "US", detour=1)], HeuristicGenerator(), epoch=1, rule=rule)
     assert same.kind == "kept" and not same.changed and bank.version == 1
-    [shorter] = update_bank(bank, [login("shortcut", "nathalie", "fzzq")], HeuristicGenerator(), epoch=2)
+    [shorter] = update_bank(bank, [login("shortcut", "nathalie", "fzzq")], HeuristicGenerator(), epoch=2,
+                            rule=rule)
     assert shorter.kind == "update" and shorter.before.version == 1  # type: ignore[union-attr]
     assert shorter.after.version == 2 and shorter.after.milestones == SLOTTED_LOGIN  # type: ignore[union-attr]
     assert [v.provenance.epoch for v in bank.history("miniwob/login-user")] == [0, 2]
+
+
+def test_skeleton_keys_slot_positionally(bank: MilestoneBank) -> None:
+    [change] = update_bank(bank, [login("a")], HeuristicGenerator(), key="skeleton")
+    assert change.key == 'miniwob/login-user::Enter the username "<v1>" and the password "<v2>" into the text ' \
+                         "fields and press login."
+    assert change.after.milestones == (  # type: ignore[union-attr]
+        "typed \"<v1>\" into the 'Username' field", "typed \"<v2>\" into the 'Password' field",
+        "clicked the 'Login' button")
 
 
 def test_instruction_keys_are_not_slotted(bank: MilestoneBank) -> None:
@@ -162,12 +179,113 @@ class Fixed(HeuristicGenerator):
         return None if self.phrases is None else list(self.phrases)
 
 
+MANUAL = Provenance(run="", epoch=0, trajectory_id=None, generator="manual", created_at=0.0)
+
+
 def test_an_empty_answer_stores_nothing_and_an_identical_one_keeps(bank: MilestoneBank) -> None:
     [empty] = update_bank(bank, [login("a")], Fixed(["  ", ""]))
     assert empty.kind == "skipped" and bank.version == 0
-    bank.put("miniwob/login-user", ["clicked the 'Login' button"],
-             Provenance(run="", epoch=0, trajectory_id=None, generator="manual", created_at=0.0))
-    [same] = update_bank(bank, [login("b")], Fixed(["clicked  the 'Login' button"]))
+    bank.put("miniwob/login-user", ["clicked the 'Remember me' link", "clicked the 'Login' button"], MANUAL)
+    [same] = update_bank(bank, [login("b")], Fixed(["clicked  the 'Remember me' link", "clicked the 'Login' button"]))
     assert same.kind == "kept" and bank.version == 1
     [kept] = update_bank(bank, [login("c")], Fixed(None))
     assert kept.kind == "kept" and bank.version == 1
+
+
+def test_a_generator_of_the_two_argument_protocol_gets_its_raw_answer_slotted(bank: MilestoneBank) -> None:
+    bank.put("miniwob/login-user", list(SLOTTED_LOGIN), MANUAL)
+    raw = ["typed \"nathalie\" into the 'Username' field", "clicked the 'Login' button"]
+    [change] = update_bank(bank, [login("a", "nathalie", "fzzq")], Fixed(raw))
+    assert change.kind == "update"
+    assert change.after.milestones == ("typed \"<value>\" into the 'Username' field",  # type: ignore[union-attr]
+                                       "clicked the 'Login' button")
+
+
+def test_an_unknown_update_rule_is_refused(bank: MilestoneBank) -> None:
+    with pytest.raises(ValueError, match="update_rule must be one of common, shorter"):
+        update_bank(bank, [login("a")], HeuristicGenerator(), rule="longest")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 11, failure 2: slotting before collapsing merged distinct checkpoints
+# --------------------------------------------------------------------------------------------------
+
+BOXES_GOAL = "Select fzzqo, NYYyS82, Hwe and click Submit."
+
+
+def tick(labels: Sequence[str], tid: str = "boxes", goal: str = BOXES_GOAL) -> Trajectory:
+    steps = [act(i, {"action_type": "click", "index": 0}, checkbox(label)) for i, label in enumerate(labels)]
+    steps.append(act(len(labels), {"action_type": "click", "index": 0}, SUBMIT))
+    steps = [s.model_copy(update={"index": i}) for i, s in enumerate(steps)]
+    return Trajectory(id=tid, task=Task(name="miniwob/click-checkboxes"), goal=goal, steps=tuple(steps),
+                      outcome=1.0, termination=Termination.SUCCESS)
+
+
+def test_failure_2_slotting_then_collapsing_merged_three_checkboxes_into_one() -> None:
+    # The first implementation's order, kept here as the reproduction: slot, then collapse.
+    raw = HeuristicGenerator().initialise(tick(["fzzqo", "NYYyS82", "Hwe"]))
+    values = extract_slot_values(BOXES_GOAL)
+    old = [apply_slots(p, values) for p in raw]
+    old = [p for i, p in enumerate(old) if i == 0 or old[i - 1] != p]
+    assert old == ["checked the '<value>' checkbox", "clicked the 'Submit' button"]  # ticking one box: k/K = 1
+
+
+@pytest.mark.parametrize(("key", "boxes"), [
+    ("task", ["checked the '<value>' checkbox"] * 3),
+    ("skeleton", ["checked the '<v1>' checkbox", "checked the '<v2>' checkbox", "checked the '<v3>' checkbox"]),
+])
+def test_failure_2_is_gone_three_checkboxes_stay_three_checkpoints(bank: MilestoneBank, key: str,
+                                                                   boxes: list[str]) -> None:
+    [change] = update_bank(bank, [tick(["fzzqo", "NYYyS82", "Hwe"])], HeuristicGenerator(), key=key)
+    assert change.after.milestones == (*boxes, "clicked the 'Submit' button")  # type: ignore[union-attr]
+
+
+def test_slot_phrases_collapses_raw_repeats_only() -> None:
+    phrases = ["checked the 'fzzqo' checkbox", "checked the 'fzzqo' checkbox", "checked the 'Hwe' checkbox", " "]
+    assert slot_phrases(phrases, BOXES_GOAL, "single") == ["checked the '<value>' checkbox"] * 2
+    assert slot_phrases(phrases, BOXES_GOAL, "positional") == ["checked the '<v1>' checkbox",
+                                                               "checked the '<v3>' checkbox"]
+    assert slot_phrases(phrases, BOXES_GOAL, "none") == ["checked the 'fzzqo' checkbox", "checked the 'Hwe' checkbox"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 11, failure 3: a degenerate first success was permanent
+# --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", ["common", "shorter"])
+def test_failure_3_a_degenerate_success_stores_nothing(bank: MilestoneBank, rule: str) -> None:
+    nothing = tick([], tid="nothing", goal="Select nothing and click Submit.")
+    [change] = update_bank(bank, [nothing], HeuristicGenerator(), key="task", rule=rule)
+    assert change.kind == "skipped" and "at least 2" in change.reason
+    assert bank.get("miniwob/click-checkboxes") is None
+    [later] = update_bank(bank, [tick(["fzzqo", "Hwe"])], HeuristicGenerator(), key="task", rule=rule)
+    assert later.kind == "init" and len(later.after.milestones) == 3  # type: ignore[union-attr]
+
+
+def test_failure_3_a_stored_degenerate_list_is_frozen_under_shorter_and_replaced_under_common(
+        bank: MilestoneBank) -> None:
+    # A K = 1 list as the first implementation stored it ("select nothing, click Submit").
+    bank.put("miniwob/click-checkboxes", ["clicked the 'Submit' button"], MANUAL)
+    real = tick(["fzzqo", "NYYyS82"])
+    [paper] = update_bank(bank, [real], HeuristicGenerator(), rule="shorter")
+    assert paper.kind == "kept" and bank.get("miniwob/click-checkboxes").milestones == (  # type: ignore[union-attr]
+        "clicked the 'Submit' button",)
+    [common] = update_bank(bank, [real], HeuristicGenerator(), rule="common")
+    assert common.kind == "update"
+    assert common.after.milestones == ("checked the '<value>' checkbox",  # type: ignore[union-attr]
+                                       "checked the '<value>' checkbox", "clicked the 'Submit' button")
+
+
+def test_failure_3_common_updates_converge_on_what_every_success_passes_through(bank: MilestoneBank) -> None:
+    # Two successes of equal length, each with its own detour: "shorter" keeps the first detour forever;
+    # "common" drops both detours (slotted comparison: the values differ between instances).
+    first = login("first", detour=1)  # clicks 'Remember me' after the username
+    other = login("other", "vina", "US", detour=1, detour_to=SUBMIT)  # clicks 'Submit' there instead
+    assert len(first.steps) == len(other.steps) == 4
+    update_bank(bank, [first], HeuristicGenerator(), epoch=0)
+    detoured = bank.get("miniwob/login-user").milestones  # type: ignore[union-attr]
+    assert "clicked the 'Remember me' link" in detoured
+    [paper] = update_bank(bank, [other], HeuristicGenerator(), epoch=1, rule="shorter")
+    assert paper.kind == "kept" and bank.get("miniwob/login-user").milestones == detoured  # type: ignore[union-attr]
+    [common] = update_bank(bank, [other], HeuristicGenerator(), epoch=1)
+    assert common.kind == "update" and common.after.milestones == SLOTTED_LOGIN  # type: ignore[union-attr]

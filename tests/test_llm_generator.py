@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from admire.milestones.bank import MilestoneBank
 from admire.milestones.generator import HeuristicGenerator, MilestoneGenerator, make_generator
 from admire.milestones.llm import ChatClient
 from admire.milestones.llm_generator import LLMGenerator
+from admire.milestones.update import slot_phrases, update_bank
 from tests.llm_cases import LOGIN_GOAL, login_trajectory, shortcut_trajectory
 from tests.openai_stub import OpenAIStub, Reply, completion, error, hang, json_answer
 
@@ -55,6 +58,7 @@ def test_initialise_prompt_shows_goal_grounded_steps_and_reasons(stub: OpenAIStu
     assert "7. clicked the 'Login' button — agent's reason: Submit the form." in prompt  # step 7 did not parse
     assert "(invalid output)" not in prompt
     assert "between 2 and 8 milestones" in prompt
+    assert "Copy each milestone verbatim from one step description above" in prompt  # keeps signatures
     assert "$" not in prompt  # every placeholder was filled
 
 
@@ -70,6 +74,8 @@ def test_answer_with_chatter_and_fences_is_used(stub: OpenAIStub) -> None:
         ([completion("The milestones are: log in, then submit.")], "no a JSON object with 'milestones'"),
         ([completion('{"milestones": ["a", "b"')], "no a JSON object with 'milestones'"),
         ([json_answer({"milestones": ["clicked the 'Login' button"]})], "expected 2 to 8 milestones, got 1"),
+        # a repeated checkpoint is one checkpoint: K counts after collapsing, as for the heuristic
+        ([json_answer({"milestones": ["clicked the 'Login' button"] * 2})], "expected 2 to 8 milestones, got 1"),
         ([json_answer({"milestones": [f"step {i}" for i in range(9)]})], "expected 2 to 8 milestones, got 9"),
         ([json_answer({"milestones": ["clicked the 'Login' button", "   "]})], "milestone 2 is empty"),
         ([json_answer({"milestones": ["clicked", 3]})], "milestone 2 is not a string"),
@@ -128,6 +134,8 @@ def test_update_not_better_keeps_the_list(stub: OpenAIStub) -> None:
     prompt = prompt_of(stub)
     assert "1. clicked the 'Username' field\n2. typed \"alice\" into the 'Username' field" in prompt
     assert "3. clicked the 'Login' button" in prompt  # the new run's last step
+    assert "copied verbatim from a step description of the new run" in prompt
+    assert "<v1> is the first value named in the instruction" in prompt
     assert "$" not in prompt
 
 
@@ -170,6 +178,47 @@ def test_bad_update_answer_falls_back_to_the_heuristic_update(
     assert reason in (generator.last_error or "")
     assert any(reason in r.getMessage() for r in caplog.records)
     assert trajectory.to_json() == before
+
+
+# --------------------------------------------------------------------------------------------------
+# with the bank: slotted lists, K >= 2, fallback in slotted space
+# --------------------------------------------------------------------------------------------------
+
+def _slot(phrases):
+    return slot_phrases(phrases, LOGIN_GOAL, "positional")
+
+
+SLOTTED = ["typed \"<v1>\" into the 'Username' field", "typed \"<v2>\" into the 'Password' field",
+           "clicked the 'Login' button"]
+
+
+def test_update_with_slot_returns_the_answer_slotted(stub: OpenAIStub) -> None:
+    stub.script(json_answer({"better": True, "milestones": LLM_MILESTONES}))
+    assert generator_for(stub).update(CURRENT, shortcut_trajectory(), slot=_slot) == SLOTTED
+
+
+def test_update_fallback_merges_in_slotted_space(stub: OpenAIStub) -> None:
+    # The stored list is slotted; the heuristic fallback slots the new run before merging, so a run that
+    # passes through every stored checkpoint changes nothing (rather than "no common checkpoint").
+    stub.script(completion("no json"))
+    generator = generator_for(stub)
+    assert generator.update(SLOTTED, shortcut_trajectory(), slot=_slot, rule="common") is None
+    assert generator.fallbacks == 1
+
+
+def test_llm_answers_go_through_the_bank_slotted_with_k_of_at_least_two(stub: OpenAIStub, tmp_path: Path) -> None:
+    twice = ["clicked the 'Login' button", "clicked the 'Login' button"]
+    stub.script(json_answer({"milestones": LLM_MILESTONES}), json_answer({"better": True, "milestones": twice}))
+    generator = generator_for(stub)
+    with MilestoneBank(tmp_path / "bank.sqlite") as bank:
+        [init] = update_bank(bank, [login_trajectory()], generator, key="skeleton")
+        assert list(init.after.milestones) == SLOTTED  # type: ignore[union-attr]
+        # A "better" answer of one checkpoint (after collapsing) is invalid: the heuristic answers, and
+        # the shortcut passes through all three checkpoints, so the list stays.
+        [update] = update_bank(bank, [shortcut_trajectory()], generator, key="skeleton")
+        assert update.kind == "kept" and generator.fallbacks == 1
+        assert "expected 2 to 8 milestones, got 1" in (generator.last_error or "")
+    assert stub.pending() == 0
 
 
 # --------------------------------------------------------------------------------------------------

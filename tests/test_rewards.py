@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from admire.milestones.bank import MilestoneBank, Provenance
 from admire.milestones.matcher import Hit, Matcher, MatchResult
+from admire.milestones.slots import extract_slot_values, positional_values
 from admire.rewards import (
     RewardConfig,
     descriptions_for,
@@ -20,10 +21,11 @@ from admire.rewards import (
     milestone_lambda,
     milestone_step_rewards,
     process_return,
+    process_terms,
     score_batch,
     score_trajectory,
 )
-from admire.rl.advantages import group_samples, grpo_step
+from admire.rl.advantages import GroupSample, group_samples, grpo_step
 from admire.types import Observation, Step, Task, Termination, Trajectory
 
 GOAL = 'Enter the username "karrie" and the password "x9Z" into the text fields and press login.'
@@ -77,6 +79,8 @@ def approx_list(values: Sequence[float]):
 
 # A 5-step match against K = 4 milestones, hitting at t=1 (s=0.8) and t=3 (s=0.9): k = 2, k/K = 0.5.
 FIVE_STEPS = [None, 0.8, None, 0.9, None]
+# The paper's Eq. 11 (k/K on every step of a failure); the shipped default is progress: prefix.
+TOTAL = RewardConfig(progress="total")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -90,8 +94,21 @@ def test_success_is_denoised_only_hit_steps_earn_their_similarity():
 
 def test_failure_is_scaffolded_with_total_progress():
     # k/K = 2/4 = 0.5 everywhere; hit steps add ζ·r = 0.5·0.8 = 0.4 and 0.5·0.9 = 0.45.
-    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=False, cfg=RewardConfig())
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=False, cfg=TOTAL)
     assert rewards == approx_list([0.5, 0.9, 0.5, 0.95, 0.5])
+
+
+def test_prefix_progress_pays_k_over_K_up_to_the_last_hit_and_nothing_after_it():
+    # The default. Last hit at t=3: k/K = 0.5 on t = 0..3 (+ζ·r on hits), 0 on the tail t=4.
+    assert RewardConfig().progress == "prefix"
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), success=False, cfg=RewardConfig())
+    assert rewards == approx_list([0.5, 0.9, 0.5, 0.95, 0.0])
+    # A hit on the last step pays every step, exactly as total does; no hit pays nothing.
+    last = [None, None, 0.8]
+    assert milestone_step_rewards(make_match(last, 2), False, RewardConfig()) == approx_list([0.5, 0.5, 0.9])
+    assert milestone_step_rewards(make_match([None] * 3, 2), False, RewardConfig()) == [0.0] * 3
+    # A success is denoised as before: only hit steps earn r_t.
+    assert milestone_step_rewards(make_match(FIVE_STEPS, 4), True, RewardConfig()) == approx_list([0, 0.8, 0, 0.9, 0])
 
 
 def test_failure_with_running_progress_counts_hits_up_to_and_including_t():
@@ -108,7 +125,7 @@ def test_running_progress_does_not_change_a_success():
 
 def test_zeta_scales_the_similarity_bonus_of_a_failure():
     # ζ = 1: [0.5, 0.5 + 0.8, 0.5, 0.5 + 0.9, 0.5].
-    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), False, RewardConfig(zeta=1.0))
+    rewards = milestone_step_rewards(make_match(FIVE_STEPS, 4), False, RewardConfig(zeta=1.0, progress="total"))
     assert rewards == approx_list([0.5, 1.3, 0.5, 1.4, 0.5])
 
 
@@ -136,7 +153,7 @@ def test_no_milestones_means_no_milestone_reward():
     ],
 )
 def test_strategies(strategy, success_rewards, failure_rewards):
-    cfg = RewardConfig(strategy=strategy)
+    cfg = RewardConfig(strategy=strategy, progress="total")
     match = make_match(FIVE_STEPS, 4)
     assert milestone_step_rewards(match, True, cfg) == approx_list(success_rewards)
     assert milestone_step_rewards(match, False, cfg) == approx_list(failure_rewards)
@@ -159,7 +176,7 @@ def test_running_progress_never_exceeds_total_and_agrees_at_the_last_step(simila
         else:
             kept.append(None)
     match = make_match(kept, num_milestones)
-    total = milestone_step_rewards(match, False, RewardConfig())
+    total = milestone_step_rewards(match, False, TOTAL)
     running = milestone_step_rewards(match, False, RewardConfig(progress="running"))
     assert all(r <= t + 1e-12 for r, t in zip(running, total, strict=True))
     if kept:
@@ -236,26 +253,107 @@ def test_failure_total_is_scaffolded_and_penalised():
     # R_mil = [1/4, 1/4 + 0.5·0.8, 1/4] = [0.25, 0.65, 0.25]
     # totals: 0 + 0.3·0.25 = 0.075;  0.3·0.65 = 0.195;  −0.5 + 0.3·0.25 = −0.425.
     trajectory = make_trajectory(3, 0.0, invalid=[2])
-    scored = score_trajectory(trajectory, make_match([None, 0.8, None], 4), RewardConfig(), epoch=0)
+    scored = score_trajectory(trajectory, make_match([None, 0.8, None], 4), TOTAL, epoch=0)
     assert [b.milestone for b in scored] == approx_list([0.25, 0.65, 0.25])
     assert [b.total for b in scored] == approx_list([0.075, 0.195, -0.425])
+    # progress: prefix (the default): the step after the last hit earns no progress, −0.5 + 0 = −0.5.
+    prefix = score_trajectory(trajectory, make_match([None, 0.8, None], 4), RewardConfig(), epoch=0)
+    assert [b.total for b in prefix] == approx_list([0.075, 0.195, -0.5])
 
 
 def test_process_return_replaces_the_milestone_term_in_the_total():
     # Same failure as above with process_reward on (weight 1, γ 0.5):
     # R_mil' = [0.25 + 0.5·0.775, 0.65 + 0.5·0.25, 0.25] = [0.6375, 0.775, 0.25]
     # totals: 0.3·0.6375 = 0.19125;  0.3·0.775 = 0.2325;  −0.5 + 0.3·0.25 = −0.425.
-    cfg = RewardConfig(process_enable=True, process_weight=1.0, process_decay_gamma=0.5)
+    cfg = RewardConfig(process_enable=True, process_weight=1.0, process_decay_gamma=0.5, progress="total")
     scored = score_trajectory(make_trajectory(3, 0.0, invalid=[2]), make_match([None, 0.8, None], 4), cfg, 0)
     assert [b.process for b in scored] == approx_list([0.6375, 0.775, 0.25])
     assert [b.milestone for b in scored] == approx_list([0.25, 0.65, 0.25])  # the local term stays visible
     assert [b.total for b in scored] == approx_list([0.19125, 0.2325, -0.425])
 
 
+def test_process_return_under_prefix_propagates_the_hit_term_and_adds_progress_where_earned():
+    # Failure, 4 steps, K = 4, hits at t=1 (0.8) and t=2 (0.6): k/K = 0.5 on t ≤ 2, 0 at t=3.
+    # Hit terms h = ζ·r = [0, 0.4, 0.3, 0]; γ = 0.5: return [0.5·0.55, 0.4 + 0.5·0.3, 0.3, 0]
+    # = [0.275, 0.55, 0.3, 0]; plus progress [0.5, 0.5, 0.5, 0] → process = [0.775, 1.05, 0.8, 0];
+    # total = 0.3·process = [0.2325, 0.315, 0.24, 0].
+    cfg = RewardConfig(process_enable=True, process_weight=1.0, process_decay_gamma=0.5)
+    scored = score_trajectory(make_trajectory(4, 0.0), make_match([None, 0.8, 0.6, None], 4), cfg, 0)
+    assert [b.milestone for b in scored] == approx_list([0.5, 0.9, 0.8, 0.0])
+    assert [b.process for b in scored] == approx_list([0.775, 1.05, 0.8, 0.0])
+    assert [b.total for b in scored] == approx_list([0.2325, 0.315, 0.24, 0.0])
+    # weight 2 doubles both parts; with γ = 0 the process term is weight·R_mil(t), as under total.
+    doubled = RewardConfig(process_enable=True, process_weight=2.0, process_decay_gamma=0.5)
+    assert process_terms(make_match([None, 0.8, 0.6, None], 4), False, doubled) == approx_list([1.55, 2.1, 1.6, 0])
+    for progress in ("prefix", "total"):
+        flat = RewardConfig(process_enable=True, process_weight=2.0, process_decay_gamma=0.0, progress=progress)
+        match = make_match([None, 0.8, 0.6, None], 4)
+        assert process_terms(match, False, flat) == approx_list([2 * r for r in milestone_step_rewards(match, False,
+                                                                                                         flat)])
+
+
+# --------------------------------------------------------------------------------------------------
+# Issue 11, failure 6: progress paid to a wrong tail made dawdling pay
+# --------------------------------------------------------------------------------------------------
+
+def _success_and_dawdler(cfg: RewardConfig, dawdler_hit_at: int) -> tuple[list[float], list[float]]:
+    """Step totals of a 2-step success (K = 2, both hit at s = 0.9) and a 20-step failure that hits the
+    first milestone (s = 0.9) at step ``dawdler_hit_at`` and wanders for the rest, at epoch 0."""
+    success = score_trajectory(make_trajectory(2, 1.0, tid="quick"), make_match([0.9, 0.9], 2), cfg, epoch=0)
+    similarities: list[float | None] = [None] * 20
+    similarities[dawdler_hit_at] = 0.9
+    dawdler = score_trajectory(make_trajectory(20, 0.0, tid="dawdle"), make_match(similarities, 2), cfg, epoch=0)
+    return [b.total for b in success], [b.total for b in dawdler]
+
+
+def _summed_advantages(success: list[float], dawdler: list[float]) -> tuple[float, float]:
+    result = grpo_step([GroupSample(tuple(success), 1.0), GroupSample(tuple(dawdler), 0.0)])
+    return sum(result.advantages[0]), sum(result.advantages[1])  # type: ignore[arg-type]
+
+
+def test_failure_6_a_dawdling_failure_out_earns_a_quick_success_under_total_progress():
+    # The paper's progress (Eq. 11, k/K on every step) with the process return on (weight 1, γ 0.99).
+    # Success: R_mil = [0.9, 0.9] → R' = [0.9 + 0.99·0.9, 0.9] = [1.791, 0.9] → totals [1.537, 1.27].
+    # Dawdler: R_mil = [0.5 + 0.45, 0.5 × 19]; R'(1) = 0.5·Σ_{n<19} 0.99^n ≈ 8.69, R'(0) ≈ 0.95 + 0.99·8.69
+    # ≈ 9.55 → its first step totals 0.3·9.55 ≈ 2.87, more than any step of the success.
+    cfg = RewardConfig(process_enable=True, progress="total")
+    success, dawdler = _success_and_dawdler(cfg, dawdler_hit_at=0)
+    assert success == approx_list([1.5373, 1.27])
+    assert max(dawdler) > 2.8 > max(success)
+    assert sum(dawdler) > 10 * sum(success)
+    success_adv, dawdler_adv = _summed_advantages(success, dawdler)
+    assert success_adv < 0 < dawdler_adv  # grpo_step pushes the success down and the dawdling up
+
+
+def test_failure_6_is_gone_under_the_shipped_defaults():
+    # Shipped defaults, stated: progress prefix, ζ 0.5, λ0 0.3 (epoch 0), strategy mix; the process
+    # return is switched on with its defaults, weight 1.0 and γ 0.99.
+    cfg = RewardConfig(process_enable=True)
+    assert (cfg.progress, cfg.zeta, cfg.milestone_weight, cfg.strategy) == ("prefix", 0.5, 0.3, "mix")
+    assert (cfg.process_weight, cfg.process_decay_gamma) == (1.0, 0.99)
+    # Dawdler hitting at step 0: R_mil = [0.95, 0 × 19]; process = [ζ·0.9 + 0.5, 0 …] → totals [0.285, 0 …].
+    success, dawdler = _success_and_dawdler(cfg, dawdler_hit_at=0)
+    assert success == approx_list([1.5373, 1.27])
+    assert dawdler == approx_list([0.285] + [0.0] * 19)
+    assert min(success) > max(dawdler)
+    success_adv, dawdler_adv = _summed_advantages(success, dawdler)
+    assert success_adv > 0 > dawdler_adv
+    # Dawdling first and hitting at the last step: the whole trajectory is the prefix, but only the hit
+    # term is propagated (process_terms): step t totals 0.3·(0.5 + 0.45·0.99^(19−t)) ≤ 0.285.
+    success, late = _success_and_dawdler(cfg, dawdler_hit_at=19)
+    assert late == approx_list([0.3 * (0.5 + 0.45 * 0.99 ** (19 - t)) for t in range(20)])
+    assert min(success) > max(late)
+    # Propagating the progress term too would have brought failure 6 back through the late hit:
+    match = make_match([None] * 19 + [0.9], 2)
+    propagated = process_return(milestone_step_rewards(match, False, cfg), 1.0, 0.99)
+    assert 0.3 * propagated[0] > max(success)
+
+
 def test_every_total_is_recomputable_from_its_breakdown():
     trajectory = make_trajectory(5, 0.0, invalid=[0, 4])
     match = make_match(FIVE_STEPS, 4)
-    for cfg in (RewardConfig(), RewardConfig(process_enable=True), RewardConfig(mode="outcome")):
+    for cfg in (RewardConfig(), RewardConfig(process_enable=True), RewardConfig(mode="outcome"),
+                RewardConfig(process_enable=True, progress="total")):
         for b in score_trajectory(trajectory, match, cfg, epoch=3):
             dense = b.process if cfg.process_enable else b.milestone
             assert b.total == pytest.approx(b.outcome + b.format + b.milestone_weight * dense)
@@ -321,7 +419,9 @@ def test_config_from_the_original_projects_nested_keys():
     cfg = RewardConfig.from_mapping(OmegaConf.create({
         "milestone_reward": {"enable": True, "threshold": 0.8, "weight": 0.2, "strategy": "uniform",
                              "decay": 1.0, "zeta": 0.25, "progress": "running", "description": "both",
-                             "key": "instruction", "mode": "static", "update_before_reward": True},
+                             "key": "instruction", "mode": "static", "update_before_reward": True,
+                             "matcher": "sbert", "encoder": "/models/minilm", "update_rule": "shorter",
+                             "generator": "heuristic", "static_path": None, "llm": {"model": None}},
         "process_reward": {"enable": True, "weight": 2.0, "decay_gamma": 0.95},
         "reward": {"mode": "admire", "format_weight": 1},
         "trainer": {"total_epochs": 20},
@@ -329,9 +429,31 @@ def test_config_from_the_original_projects_nested_keys():
     assert cfg == RewardConfig(threshold=0.8, milestone_weight=0.2, strategy="uniform", milestone_decay=1.0,
                                zeta=0.25, progress="running", description="both", milestone_key="instruction",
                                process_enable=True, process_weight=2.0, process_decay_gamma=0.95,
-                               format_weight=1.0)
+                               format_weight=1.0, matcher="sbert", encoder="/models/minilm")
     assert RewardConfig.from_mapping({}) == RewardConfig()
     assert not RewardConfig().process_enable  # the paper exactly (METHOD §4)
+
+
+def test_config_defaults_and_the_new_keys_of_issue_11():
+    cfg = RewardConfig()
+    assert (cfg.progress, cfg.matcher, cfg.encoder, cfg.milestone_key) == ("prefix", "grounded",
+                                                                           "all-MiniLM-L6-v2", "task")
+    skeleton = RewardConfig.from_mapping({"milestone_reward": {"key": "skeleton", "progress": "prefix"}})
+    assert skeleton.milestone_key == "skeleton" and skeleton.slot_scheme == "positional"
+    assert RewardConfig(milestone_key="task").slot_scheme == "single"
+    assert RewardConfig(milestone_key="instruction").slot_scheme == "none"
+    with pytest.raises(ValueError, match=r"milestone_reward.matcher must be one of grounded, sbert"):
+        RewardConfig.from_mapping({"milestone_reward": {"matcher": "cosine"}})
+    with pytest.raises(ValueError, match=r"milestone_reward.progress must be one of prefix, total, running"):
+        RewardConfig(progress="tail")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"milestone_reward.encoder must name a sentence encoder"):
+        RewardConfig.from_mapping({"milestone_reward": {"encoder": " "}})
+    with pytest.raises(ValueError, match=r"milestone_reward.update_rule must be one of common, shorter"):
+        RewardConfig.from_mapping({"milestone_reward": {"update_rule": "longest"}})
+    with pytest.raises(ValueError, match=r"did you mean 'milestone_reward.matcher'"):
+        RewardConfig.from_mapping({"milestone_reward": {"matchr": "sbert"}})
+    with pytest.raises(ValueError, match=r"did you mean 'milestone_reward.encoder'"):
+        RewardConfig.from_mapping({"milestone_reward": {"encodr": "x"}})
 
 
 def test_config_errors_say_what_is_wrong():
@@ -387,10 +509,11 @@ def test_score_batch_matches_everything_in_one_call_and_skips_env_errors():
     result = score_batch([success, crashed, failure, unknown_task], bank, matcher, RewardConfig(), epoch=0)
 
     assert len(matcher.calls) == 1
-    (descriptions, milestones, slots), second = matcher.calls[0]
+    (descriptions, milestones, slots, positional), second = matcher.calls[0]
     assert descriptions == ["typed \"karrie\" into the 'Username' field", "clicked the 'Login' button"]
     assert milestones == list(MILESTONES)
     assert {"karrie", "x9Z"} <= set(slots)  # task-keyed milestones compare with slot values hidden
+    assert slots == extract_slot_values(GOAL) and positional is False  # one <value> for every value
     assert second[0] == ["clicked the 'OK' button"] * 2
     assert result[1] == []  # env error: not scored
     # success, hits 0.8 and 0.9 (denoise): 1 + 0.3·0.8 = 1.24, 1 + 0.3·0.9 = 1.27
@@ -409,10 +532,20 @@ def test_score_batch_with_instruction_keys_and_a_callable_source():
     assert milestone_key_for(trajectory, cfg) == f"miniwob/login-user::{GOAL}"
     matcher = RecordingMatcher([make_match([None], 2)])
     score_batch([trajectory], lambda t: MILESTONES[:2], matcher, cfg, epoch=0)
-    (descriptions, milestones, slots), = matcher.calls[0]
+    (descriptions, milestones, slots, positional), = matcher.calls[0]
     assert milestones == list(MILESTONES[:2])
     assert descriptions == [["clicked the 'Login' button", "I logged in"]]
-    assert slots == []  # instruction keys are literal: nothing to hide
+    assert slots == [] and positional is False  # instruction keys are literal: nothing to hide
+
+
+def test_score_batch_with_skeleton_keys_passes_the_values_in_order_of_appearance():
+    cfg = RewardConfig(milestone_key="skeleton")
+    trajectory = make_trajectory(1, 0.0)
+    matcher = RecordingMatcher([make_match([None], 2)])
+    score_batch([trajectory], lambda t: MILESTONES[:2], matcher, cfg, epoch=0)
+    (_, _, slots, positional), = matcher.calls[0]
+    assert slots == positional_values(GOAL) and positional is True
+    assert slots[:2] == ["karrie", "x9Z"]  # <v1> is the username, <v2> the password
 
 
 def test_score_batch_outcome_and_judge_modes_need_no_matcher():
@@ -466,11 +599,14 @@ def test_real_minilm_matcher_rewards_and_advantages_end_to_end():
     near_mean = sum(b.total for b in scored[1]) / 3
     hopeless_mean = sum(b.total for b in scored[2]) / 3
     assert near_mean > hopeless_mean == 0.0
+    # progress: prefix — the near miss's progress is paid up to its last hit (t=0), not on its wrong tail.
+    assert scored[1][0].total > 0.0 and [b.total for b in scored[1][1:]] == [0.0, 0.0]
 
     result = grpo_step(group_samples(group, scored))
     assert result.advantages[3] is None
     assert min(result.advantages[0]) > max(result.advantages[1])
-    assert min(result.advantages[1]) > max(result.advantages[2])
+    assert result.advantages[1][0] > max(result.advantages[2])
+    assert sum(result.advantages[1]) > sum(result.advantages[2])
 
 
 def test_score_batch_refuses_a_matcher_built_with_another_threshold():
@@ -478,3 +614,13 @@ def test_score_batch_refuses_a_matcher_built_with_another_threshold():
     matcher.threshold = 0.6
     with pytest.raises(ValueError, match=r"differs from milestone_reward.threshold=0.75"):
         score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
+
+
+def test_score_batch_refuses_a_matcher_built_with_another_mode():
+    matcher = RecordingMatcher([make_match([None], 4)])
+    matcher.mode = "sbert"
+    with pytest.raises(ValueError, match=r"mode 'sbert' differs from milestone_reward.matcher='grounded'"):
+        score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
+    matched = score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher,
+                          RewardConfig(matcher="sbert"), 0)
+    assert matched[0][0].num_milestones == 4

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from admire.actions import MAX_LABEL_CHARS, describe, validate_action
-from admire.milestones.slots import PLACEHOLDER, apply_slots, extract_slot_values
+from admire.milestones.slots import (
+    PLACEHOLDER,
+    apply_slots,
+    extract_slot_values,
+    positional_values,
+    skeleton,
+    slot_scheme,
+)
 from admire.types import Observation, UIElement
 
 UTTERANCES = [
@@ -110,3 +117,87 @@ def test_a_long_value_clipped_by_the_grounded_description_is_still_replaced() ->
     description = _typed(message, "Message")
     assert message not in description  # describe() clipped it
     assert apply_slots(description, [message]) == f"typed \"{PLACEHOLDER}\" into the 'Message' field"
+
+
+# -- positional slots and skeletons ---------------------------------------------------------------
+
+LOGIN = 'Enter the username "karrie" and the password "9Ht" into the text fields and press login.'
+
+
+def test_positional_values_come_in_order_of_first_appearance() -> None:
+    assert positional_values(LOGIN) == ["karrie", "9Ht"]  # extract_slot_values gives them longest first
+    assert positional_values('Type "Bo", then "Roberta", then "bo" again.') == ["Bo", "Roberta"]
+    assert positional_values("Type the text below into the text field and press Submit.") == []
+
+
+def test_a_value_inside_a_longer_value_gets_no_number_of_its_own() -> None:
+    # The comma list also yields "md" and "todo", which occur only inside the file names.
+    goal = "Open notes.md, todo.txt and share them."
+    assert {"md", "todo"} <= set(extract_slot_values(goal))
+    assert positional_values(goal) == ["notes.md", "todo.txt"]
+    assert skeleton(goal) == "Open <v1>, <v2> and share them."
+
+
+def test_a_shorter_value_that_also_occurs_alone_is_numbered_where_it_first_does() -> None:
+    goal = 'Select "Heard Island and McDonald Islands" and then Heard Island.'
+    assert positional_values(goal) == ["Heard Island and McDonald Islands", "Heard Island"]
+    assert apply_slots("chose Heard Island and McDonald Islands, not Heard Island", positional_values(goal),
+                       positional=True) == "chose <v1>, not <v2>"
+    later = 'Type "Bob" first and "Bob Smith" second.'
+    assert positional_values(later) == ["Bob", "Bob Smith"]
+
+
+def test_positional_slots_number_values_and_a_value_in_the_wrong_field_reads_differently() -> None:
+    values = positional_values(LOGIN)
+    right = apply_slots(_typed("karrie", "Username"), values, positional=True)
+    swapped = apply_slots(_typed("9Ht", "Username"), values, positional=True)
+    assert right == "typed \"<v1>\" into the 'Username' field"
+    assert swapped == "typed \"<v2>\" into the 'Username' field"
+    # The single scheme cannot tell them apart: this is why the skeleton key slots positionally.
+    assert apply_slots(_typed("karrie", "Username"), values) == apply_slots(_typed("9Ht", "Username"), values)
+
+
+def test_positional_slotting_is_idempotent_and_leaves_every_placeholder_alone() -> None:
+    values = ["karrie", "v1", "value"]
+    once = apply_slots('typed "karrie" into <v2>, <value> and <V1>', values, positional=True)
+    assert once == 'typed "<v1>" into <v2>, <value> and <V1>'
+    assert apply_slots(once, values, positional=True) == once
+    assert apply_slots(once, values) == once  # the single scheme leaves positional placeholders alone too
+
+
+def test_positional_slotting_shares_the_single_schemes_token_and_clipping_rules() -> None:
+    assert apply_slots("typed \"5\" into the '15' field", ["7", "5"], positional=True) == (
+        "typed \"<v2>\" into the '15' field")
+    assert apply_slots('typed "9:37PM"', ["9:37 PM"], positional=True) == 'typed "<v1>"'
+    message = "Purus velit faucibus eu, vel quis varius semper, odio fermentum quam auctor aenean."
+    assert apply_slots(_typed(message, "Message"), ["Eu", message], positional=True) == (
+        "typed \"<v2>\" into the 'Message' field")
+    with pytest.raises(TypeError, match="not one string"):
+        apply_slots("text", "karrie", positional=True)
+
+
+def test_instances_with_one_skeleton_give_the_same_positionally_slotted_descriptions() -> None:
+    second = 'Enter the username "vina" and the password "US" into the text fields and press login.'
+    assert skeleton(LOGIN) == skeleton(second)
+    one = [apply_slots(_typed(v, f), positional_values(LOGIN), positional=True)
+           for v, f in (("karrie", "Username"), ("9Ht", "Password"))]
+    two = [apply_slots(_typed(v, f), positional_values(second), positional=True)
+           for v, f in (("vina", "Username"), ("US", "Password"))]
+    assert one == two == ["typed \"<v1>\" into the 'Username' field", "typed \"<v2>\" into the 'Password' field"]
+
+
+def test_skeletons_of_different_structures_differ() -> None:
+    one_box = skeleton("Select qKDSf and click Submit.")
+    three_boxes = skeleton("Select fzzqo, NYYyS82, 91YPF and click Submit.")
+    assert one_box == "Select <v1> and click Submit."
+    assert three_boxes == "Select <v1>, <v2>, <v3> and click Submit."
+    assert skeleton("Select   nothing and click Submit.") == "Select nothing and click Submit."
+    assert skeleton("Select 9Ht and click Submit.") == one_box
+
+
+def test_slot_scheme_by_key() -> None:
+    assert slot_scheme("instruction") == "none"
+    assert slot_scheme("task") == "single"
+    assert slot_scheme("skeleton") == "positional"
+    with pytest.raises(ValueError, match="'task', 'instruction' or 'skeleton'"):
+        slot_scheme("template")

@@ -83,3 +83,41 @@ def test_bad_suites_are_refused():
         Suite(name="empty", tasks=())
     with pytest.raises(ValueError, match="'<backend>/<task>'"):
         Suite(name="bare", tasks=("login-user",))
+
+
+def test_a_fixed_pool_of_training_instances_recurs_every_epoch():
+    suite = get_suite("miniwob-demo")
+    epochs = [suite.train_tasks(24, epoch=e, seed=7, instances_per_task=3) for e in range(5)]
+    for task in suite.tasks:
+        pool = suite.instance_pool(task, 3, seed=7)
+        assert len(set(pool)) == 3 and all(s in TRAIN_SEEDS for s in pool)
+        seen = [t.seed for tasks in epochs for t in tasks if t.name == task]
+        assert set(seen) == set(pool)  # every instance recurs, nothing else is drawn
+        # 4 draws per epoch from a pool of 3: the whole pool is used before a seed repeats
+        first = [t.seed for t in epochs[0] if t.name == task]
+        assert len(first) == 4 and set(first[:3]) == set(pool)
+    assert epochs[0] == suite.train_tasks(24, epoch=0, seed=7, instances_per_task=3)
+    assert set(Counter(t.name for t in epochs[2]).values()) == {4}
+
+
+def test_instance_pools_depend_on_suite_task_and_run_seed_and_stay_off_the_eval_seeds():
+    demo, smoke = get_suite("miniwob-demo"), get_suite("miniwob-smoke")
+    task = demo.tasks[0]
+    assert demo.instance_pool(task, 8, seed=0) == demo.instance_pool(task, 8, seed=0)
+    assert demo.instance_pool(task, 8, seed=0) != demo.instance_pool(task, 8, seed=1)
+    assert demo.instance_pool(task, 8) != demo.instance_pool(demo.tasks[1], 8)
+    other = Suite(name="other", tasks=demo.tasks)
+    assert other.instance_pool(task, 8) != demo.instance_pool(task, 8)
+    eval_seeds = {t.seed for t in demo.eval_tasks(1000)}
+    assert eval_seeds.isdisjoint(demo.instance_pool(task, 500))
+    with pytest.raises(ValueError, match="train_instances_per_task"):
+        demo.train_tasks(6, instances_per_task=0)
+    with pytest.raises(ValueError, match="not in suite"):
+        demo.instance_pool(smoke.tasks[0], 3)
+
+
+def test_without_a_pool_the_seeds_are_fresh_as_before():
+    suite = get_suite("miniwob-demo")
+    assert suite.train_tasks(12, epoch=2, seed=1) == suite.train_tasks(12, epoch=2, seed=1, instances_per_task=None)
+    seeds = [t.seed for e in range(4) for t in suite.train_tasks(12, epoch=e, seed=1)]
+    assert len(set(seeds)) == len(seeds)

@@ -33,6 +33,9 @@ TINY = [
     "trainer.eval_every=0",
     "tracking.tensorboard=false",
     "tracking.swanlab=null",
+    # Fresh seeds: this draw has a group with mixed outcomes, so one epoch has a non-zero advantage to
+    # train on (a batch whose groups all tie gives A = 0 and, rightly, no update at all).
+    "env.train_instances_per_task=null",
 ]
 
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "serve": "admire.commands.serve",
     "viz": "admire.commands.viz",
     "milestones": "admire.commands.milestones",
+    "rewards": "admire.commands.rewards",
     "bench": "admire.commands.bench",
 }
 

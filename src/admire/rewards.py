@@ -14,7 +14,8 @@ How ``RewardBreakdown`` is filled, so that every total can be recomputed from th
 
     reward.mode=admire, process_reward.enable=false:  total = outcome + format + milestone_weight·milestone
     reward.mode=admire, process_reward.enable=true:   total = outcome + format + milestone_weight·process
-                                                      (process = R_mil'(t); milestone keeps R_mil(t))
+                                                      (process = R_mil'(t); milestone keeps R_mil(t);
+                                                      see ``process_terms`` for progress: prefix)
     reward.mode=judge:   total = outcome + format + milestone_weight·judge
                          (judge = the judge's step score, the paper's process-reward baseline;
                           milestone_weight = judge_weight·judge_decay^e; milestone = 0)
@@ -33,7 +34,9 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from admire.milestones.bank import milestone_key
-from admire.milestones.slots import extract_slot_values
+from admire.milestones.generator import UPDATE_RULES
+from admire.milestones.slots import slot_scheme
+from admire.milestones.update import slot_values_for
 from admire.types import RewardBreakdown, Step, Trajectory
 
 if TYPE_CHECKING:  # only the matcher's types are needed here; the caller builds and passes the matcher
@@ -41,15 +44,18 @@ if TYPE_CHECKING:  # only the matcher's types are needed here; the caller builds
 
 RewardMode = Literal["outcome", "admire", "judge"]
 Strategy = Literal["mix", "success_only", "failure_only", "uniform"]
-Progress = Literal["total", "running"]
+Progress = Literal["prefix", "total", "running"]
 DescriptionSource = Literal["grounded", "model", "both"]
-MilestoneKey = Literal["task", "instruction"]
+MilestoneKey = Literal["task", "instruction", "skeleton"]
+MatcherMode = Literal["grounded", "sbert"]
 
 REWARD_MODES: tuple[str, ...] = get_args(RewardMode)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 PROGRESS_MODES: tuple[str, ...] = get_args(Progress)
 DESCRIPTION_SOURCES: tuple[str, ...] = get_args(DescriptionSource)
 MILESTONE_KEYS: tuple[str, ...] = get_args(MilestoneKey)
+MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 
 
 class StepJudge(Protocol):
@@ -73,7 +79,14 @@ class RewardConfig:
     the original project's yaml turns it on, which ``from_mapping`` honours when the key is given.
     ``judge_weight``/``judge_decay`` weight the judge baseline with the same shape of schedule as the
     milestone term (0.3·0.9^e by default), so that the two dense signals are compared at equal strength.
-    ``threshold`` is the matcher's δ; it is kept here because it is part of ``milestone_reward``.
+    ``threshold`` is the matcher's δ; it is kept here because it is part of ``milestone_reward``, and so
+    are ``matcher`` (its mode: ``grounded`` needs the step's signature to agree, ``sbert`` is the paper's
+    text-only matching) and ``encoder`` (the sentence encoder: a local path or an installed model
+    package); the caller builds the matcher from them and ``score_batch`` checks that it did.
+
+    ``progress`` defaults to ``prefix`` (issue 11, failure 6): a failure is paid k/K only on the steps up
+    to its last hit, so the wrong tail after its last real checkpoint earns nothing; ``total`` is the
+    paper's Eq. 11 on every step, ``running`` Algorithm 1's running count.
     """
 
     mode: RewardMode = "admire"
@@ -84,9 +97,11 @@ class RewardConfig:
     threshold: float = 0.75
     strategy: Strategy = "mix"
     zeta: float = 0.5
-    progress: Progress = "total"
+    progress: Progress = "prefix"
     description: DescriptionSource = "grounded"
     milestone_key: MilestoneKey = "task"
+    matcher: MatcherMode = "grounded"
+    encoder: str = DEFAULT_ENCODER
     process_enable: bool = False
     process_weight: float = 1.0
     process_decay_gamma: float = 0.99
@@ -99,6 +114,10 @@ class RewardConfig:
         _check_choice("milestone_reward.progress", self.progress, PROGRESS_MODES)
         _check_choice("milestone_reward.description", self.description, DESCRIPTION_SOURCES)
         _check_choice("milestone_reward.key", self.milestone_key, MILESTONE_KEYS)
+        _check_choice("milestone_reward.matcher", self.matcher, MATCHER_MODES)
+        if not isinstance(self.encoder, str) or not self.encoder.strip():
+            raise ValueError("milestone_reward.encoder must name a sentence encoder (a local path or an installed "
+                             f"model package such as {DEFAULT_ENCODER!r}), got {self.encoder!r}")
         for name in ("milestone_enable", "process_enable"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"RewardConfig.{name} must be true or false, got {getattr(self, name)!r}")
@@ -113,9 +132,11 @@ class RewardConfig:
         _check_range("reward.judge_decay", self.judge_decay, 0.0, 1.0)
 
     @property
-    def uses_slots(self) -> bool:
-        """Task-keyed milestones compare with the episode's literal values replaced (METHOD §2, Slots)."""
-        return self.milestone_key == "task"
+    def slot_scheme(self) -> str:
+        """How the episode's literal values are hidden for this key (METHOD §2, Slots; ``slots.slot_scheme``):
+        ``none`` for instruction keys, ``single`` (``<value>``) for task keys, ``positional`` (``<v1>``…)
+        for skeleton keys."""
+        return slot_scheme(self.milestone_key)
 
     @property
     def matches_milestones(self) -> bool:
@@ -127,8 +148,10 @@ class RewardConfig:
         """Read the original project's nested keys (``milestone_reward.*``, ``process_reward.*``, ``reward.*``).
 
         Missing keys keep their defaults. Keys of other components in the same sections (the bank's
-        ``mode`` and ``update_before_reward``, a judge's endpoint…) are left alone; a key that looks like a
-        misspelling of one of ours is an error, because a silently ignored ``treshold`` would change a run.
+        ``mode``, ``update_before_reward`` and ``update_rule``, the generator's keys, a judge's endpoint…)
+        are left alone, though ``update_rule``'s value is checked here so that a typo fails before training;
+        a key that looks like a misspelling of one of ours is an error, because a silently ignored
+        ``treshold`` would change a run.
         """
         if not isinstance(cfg, Mapping):
             raise TypeError(f"RewardConfig.from_mapping needs a mapping (dict or DictConfig), got {type(cfg).__name__}")
@@ -143,6 +166,7 @@ class RewardConfig:
                 field = mapping.get(str(key))
                 if field is None:
                     _reject_misspelling(section, str(key), mapping)
+                    _check_foreign(section, str(key), value)
                     continue
                 values[field] = _coerce(f"{section}.{key}", value, _FIELD_TYPES[field])
         return cls(**values)
@@ -153,11 +177,13 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
                "judge_decay": "judge_decay"},
     "milestone_reward": {"enable": "milestone_enable", "threshold": "threshold", "weight": "milestone_weight",
                          "strategy": "strategy", "decay": "milestone_decay", "zeta": "zeta",
-                         "progress": "progress", "description": "description", "key": "milestone_key"},
+                         "progress": "progress", "description": "description", "key": "milestone_key",
+                         "matcher": "matcher", "encoder": "encoder"},
     "process_reward": {"enable": "process_enable", "weight": "process_weight",
                        "decay_gamma": "process_decay_gamma"},
 }
-_FOREIGN_KEYS = {"milestone_reward": {"mode", "update_before_reward"}}
+_FOREIGN_KEYS = {"milestone_reward": {"mode", "update_before_reward", "update_rule", "generator", "static_path",
+                                       "llm"}}
 _FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "float": float}.get(str(f.type), str)
                                  for f in fields(RewardConfig)}
 
@@ -169,6 +195,12 @@ def _reject_misspelling(section: str, key: str, known: Mapping[str, str]) -> Non
     if close:
         raise ValueError(f"unknown key '{section}.{key}': did you mean '{section}.{close[0]}'? "
                          f"Known keys: {', '.join(sorted(known))}")
+
+
+def _check_foreign(section: str, key: str, value: Any) -> None:
+    """The foreign keys whose values are cheap to check here, so that a bad one fails at config time."""
+    if section == "milestone_reward" and key == "update_rule":
+        _check_choice("milestone_reward.update_rule", value, UPDATE_RULES)
 
 
 def _coerce(name: str, value: Any, kind: type) -> Any:
@@ -220,36 +252,53 @@ def _check_epoch(epoch: int) -> None:
 
 
 def milestone_step_rewards(match: MatchResult, success: bool, cfg: RewardConfig) -> list[float]:
-    """R_mil(t) for every step, before λ (METHOD §4).
+    """R_mil(t) for every step, before λ (METHOD §4): the progress term plus the hit term.
 
     ``mix``: a success is *denoised* (only its hit steps earn r_t^mil, so wasted steps earn nothing); a
-    failure is *scaffolded* (every step earns the progress k/K, hit steps also ζ·r_t^mil), so a near miss
+    failure is *scaffolded* (steps earn the progress k/K, hit steps also ζ·r_t^mil), so a near miss
     beats a hopeless one. ``success_only`` / ``failure_only`` zero the other side. ``uniform`` applies the
     scaffold rule to successes too (our reading of the paper's "k/K on successes too": the same rule for
-    every trajectory, so the outcome is the only asymmetry left). ``progress: running`` uses the hits up
-    to and including step t (Algorithm 1) instead of the trajectory's total k (Eq. 11).
+    every trajectory, so the outcome is the only asymmetry left).
+
+    Which steps earn k/K (``progress``): ``prefix`` (default) the steps up to and including the last hit,
+    with the trajectory's total k, and 0 after it; ``total`` every step (Eq. 11); ``running`` the hits
+    up to and including step t (Algorithm 1). Under ``total`` a failure that hit one checkpoint and then
+    wandered for 18 steps is paid k/K for each wrong step (issue 11, failure 6): length is rewarded,
+    the wrong tail is reinforced. Under ``prefix`` the steps that led to the last checkpoint still share
+    the credit, the tail after it gets none.
+    """
+    progress, hits = milestone_step_terms(match, success, cfg)
+    return [p + h for p, h in zip(progress, hits, strict=True)]
+
+
+def milestone_step_terms(match: MatchResult, success: bool, cfg: RewardConfig) -> tuple[list[float], list[float]]:
+    """R_mil(t) split into (progress term, hit term) per step; ``milestone_step_rewards`` is their sum.
+
+    The hit term is r_t^mil on a denoised trajectory's hit steps and ζ·r_t^mil on a scaffolded one's;
+    the progress term is k/K on the steps ``progress`` selects (scaffold only). They are kept apart
+    because the process return treats them differently under ``progress: prefix`` (``process_terms``).
     """
     num_steps = len(match.hits)
+    zeros = [0.0] * num_steps
     K = match.num_milestones
-    if K <= 0:
-        return [0.0] * num_steps
     rule = _rule_for(success, cfg.strategy)
-    if rule == "none":
-        return [0.0] * num_steps
+    if K <= 0 or rule == "none":
+        return zeros, list(zeros)
     hit_similarity = [hit.similarity if hit is not None else None for hit in match.hits]
     if rule == "denoise":
-        return [float(s) if s is not None else 0.0 for s in hit_similarity]
+        return zeros, [float(s) if s is not None else 0.0 for s in hit_similarity]
     total_hits = sum(1 for s in hit_similarity if s is not None)
-    rewards: list[float] = []
+    last_hit = max((t for t, s in enumerate(hit_similarity) if s is not None), default=-1)
+    progress: list[float] = []
+    hit_terms: list[float] = []
     running = 0
-    for similarity in hit_similarity:
+    for t, similarity in enumerate(hit_similarity):
         running += similarity is not None
         k = running if cfg.progress == "running" else total_hits
-        reward = k / K
-        if similarity is not None:
-            reward += cfg.zeta * float(similarity)
-        rewards.append(reward)
-    return rewards
+        paid = cfg.progress != "prefix" or t <= last_hit
+        progress.append(k / K if paid else 0.0)
+        hit_terms.append(cfg.zeta * float(similarity) if similarity is not None else 0.0)
+    return progress, hit_terms
 
 
 def _rule_for(success: bool, strategy: str) -> Literal["denoise", "scaffold", "none"]:
@@ -258,6 +307,28 @@ def _rule_for(success: bool, strategy: str) -> Literal["denoise", "scaffold", "n
     if success:
         return "denoise" if strategy in ("mix", "success_only") else "none"
     return "scaffold" if strategy in ("mix", "failure_only") else "none"
+
+
+def process_terms(match: MatchResult, success: bool, cfg: RewardConfig) -> list[float]:
+    """R_mil'(t), the milestone term after the process return (``process_reward.enable``).
+
+    ``progress: total | running`` (the original project's reading): the return of the whole R_mil,
+    weight·Σ_{j≥t} γ^{j−t}·R_mil(j).
+
+    ``progress: prefix``: the return of the *hit term* only, plus the progress term un-propagated,
+    weight·(Σ_{j≥t} γ^{j−t}·h(j) + p(t)). **Decision:** the return exists so that a step that made a
+    later hit possible shares that hit's credit; k/K is already paid on every step of the prefix, so
+    propagating it too would pay step t the progress of every later prefix step again — about
+    (k/K)·(steps left) with γ = 0.99, a reward for length. That is how a 20-step dawdling failure
+    out-earned a 2-step success (issue 11, failure 6), and it would bring failure 6 back through a
+    late last hit. With γ = 0 both readings are weight·R_mil(t).
+    """
+    if cfg.progress != "prefix":
+        return process_return(milestone_step_rewards(match, success, cfg), cfg.process_weight,
+                              cfg.process_decay_gamma)
+    progress, hits = milestone_step_terms(match, success, cfg)
+    returned = process_return(hits, cfg.process_weight, cfg.process_decay_gamma)
+    return [r + cfg.process_weight * p for r, p in zip(returned, progress, strict=True)]
 
 
 def process_return(values: Sequence[float], weight: float, gamma: float) -> list[float]:
@@ -326,7 +397,7 @@ def score_trajectory(
         weight = milestone_lambda(epoch, cfg)
         dense = milestone
         if cfg.process_enable:
-            process = process_return(milestone, cfg.process_weight, cfg.process_decay_gamma)
+            process = process_terms(match, trajectory.success, cfg)
             dense = process
     elif cfg.mode == "judge":
         judge = _checked_judge_scores(trajectory, judge_scores)
@@ -459,7 +530,8 @@ def _match_all(
         if not milestones:
             continue  # K = 0: nothing to match, no milestone reward
         descriptions = [_as_matcher_input(descriptions_for(step, cfg)) for step in trajectory.steps]
-        items.append((descriptions, milestones, _slot_values(trajectory, cfg)))
+        values, positional = slot_values_for(trajectory.goal, cfg.slot_scheme)
+        items.append((descriptions, milestones, values, positional))
         item_positions.append(position)
     if not items:
         return {}
@@ -470,6 +542,10 @@ def _match_all(
     if threshold != cfg.threshold:
         raise ValueError(f"the matcher's threshold δ={threshold} differs from milestone_reward.threshold="
                          f"{cfg.threshold}: build it as Matcher(threshold=cfg.threshold)")
+    mode = getattr(matcher, "mode", cfg.matcher)
+    if mode != cfg.matcher:
+        raise ValueError(f"the matcher's mode {mode!r} differs from milestone_reward.matcher={cfg.matcher!r}: "
+                         "build it as Matcher(mode=cfg.matcher)")
     results = matcher.match_many(items)
     if len(results) != len(items):
         raise RuntimeError(f"matcher returned {len(results)} results for {len(items)} trajectories")
@@ -478,7 +554,3 @@ def _match_all(
 
 def _as_matcher_input(descriptions: list[str]) -> str | list[str]:
     return descriptions[0] if len(descriptions) == 1 else descriptions
-
-
-def _slot_values(trajectory: Trajectory, cfg: RewardConfig) -> list[str]:
-    return extract_slot_values(trajectory.goal) if cfg.uses_slots else []

@@ -181,6 +181,22 @@ class DomPolicy(nn.Module):
                                     prepared.screens[position])
         return self.log_prob_prepared(prepared)
 
+    def log_prob_and_entropy(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``log_prob`` and the entropy of each decision's whole candidate distribution, from one forward
+        pass: PPO's entropy bonus and its logged ``ppo/entropy`` (both differentiable)."""
+        if not decisions:
+            return torch.zeros(0), torch.zeros(0)
+        prepared = self.prepare(decisions)
+        for position, index in enumerate(prepared.indices):
+            if index is None:
+                raise self._unknown(decisions[position], prepared.actions[position],
+                                    prepared.screens[position])
+        log_probs = self.candidate_log_probs(prepared.screens)
+        rows = torch.tensor(prepared.indices, dtype=torch.long)
+        chosen = log_probs[torch.arange(len(decisions)), rows]
+        entropy = -(log_probs.exp() * log_probs.clamp_min(-1e9)).sum(dim=1)  # padding: exp(-inf) = 0
+        return chosen, entropy
+
     # ---------------------------------------------------------------------------------------------
     # For trainers that score the same decisions repeatedly
     # ---------------------------------------------------------------------------------------------

@@ -1,24 +1,75 @@
-"""``admire bench [NAME ...]`` — run the benchmarks of ``benchmarks/`` (speed and calibration).
+"""``admire bench [NAME ...] [-- ARGS]`` — run the benchmarks of ``benchmarks/``, each in its own process.
 
 Benchmarks live beside the tests, not in the package, because they are part of the repository's
 evidence rather than the library; each is a script with ``main(argv) -> int`` that prints ratios
 measured side by side in one run (these machines are shared and noisy, so absolute times mislead).
+
+Each benchmark runs in a fresh Python process: one that crashes, exits non-zero or hangs past
+``--timeout`` is reported and the others still run, and no benchmark inherits another's imports,
+threads or browser processes. The child loads the file under a module name registered in
+``sys.modules`` (a dataclass needs its module there) and calls ``main(argv)``.
+
+Arguments after a single name go to that benchmark (``admire bench learning --seeds 0 1 2``; a ``--``
+before them is optional); with several names, none are passed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-HELP = "run benchmarks (default: all) from the repository's benchmarks/ folder"
+HELP = "run benchmarks (default: all) from the repository's benchmarks/ folder, each in its own process"
+
+# What the child process runs: load the file as a registered module, call main(argv) (or main() for a
+# script that reads sys.argv itself), exit with its return code.
+_RUNNER = """\
+import importlib.util, inspect, os, sys
+name, path, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [path, *argv]
+sys.path.insert(0, os.path.dirname(path))  # sibling helpers import as they do from a script
+spec = importlib.util.spec_from_file_location(name, path)
+module = importlib.util.module_from_spec(spec)
+sys.modules[name] = module
+spec.loader.exec_module(module)
+main = getattr(module, 'main', None)
+if main is None:
+    sys.exit(f'admire bench: {path} has no main(argv) function')
+takes_argv = bool(inspect.signature(main).parameters)
+sys.exit(int((main(argv) if takes_argv else main()) or 0))
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one benchmark ended: its exit code (``None`` when it was stopped at the timeout)."""
+
+    name: str
+    code: int | None
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+    def describe(self) -> str:
+        state = "ok" if self.ok else ("timed out" if self.code is None else "FAILED")
+        code = "-" if self.code is None else str(self.code)
+        return f"{self.name:<24} {state:<9} exit {code:>4}  {self.seconds:8.1f} s"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("names", nargs="*", help="benchmarks to run (file names without .py); default: all")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     parser.add_argument("--dir", default=None, help="benchmarks folder (default: ./benchmarks or the repo's)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="stop a benchmark after this many seconds and report it as timed out")
+    parser.add_argument("names", nargs=argparse.REMAINDER, metavar="NAME [-- ARGS]",
+                        help="benchmarks to run (file names without .py; default: all); arguments after a "
+                             "single name are passed to its main(argv)")
 
 
 def benchmarks_dir(explicit: str | None = None) -> Path:
@@ -34,26 +85,65 @@ def discover(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")}
 
 
+def split_names(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Leading bare words are benchmark names; everything from the first option (or ``--``) on is
+    the benchmark's own arguments."""
+    names: list[str] = []
+    for i, token in enumerate(tokens):
+        if token.startswith("-"):
+            rest = list(tokens[i:])
+            return names, rest[1:] if rest[0] == "--" else rest
+        names.append(token)
+    return names, []
+
+
 def run(args: argparse.Namespace) -> int:
-    folder = benchmarks_dir(args.dir)
+    try:
+        folder = benchmarks_dir(args.dir)
+    except FileNotFoundError as exc:
+        print(f"admire bench: {exc}", file=sys.stderr)
+        return 2
     found = discover(folder)
     if args.list:
         for name in found:
             print(name)
         return 0
-    unknown = [n for n in args.names if n not in found]
+    names, passed = split_names(args.names)
+    unknown = [n for n in names if n not in found]
     if unknown:
-        print(f"unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(found)}")
+        print(f"admire bench: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(found)}",
+              file=sys.stderr)
         return 2
-    failures = 0
-    for name in args.names or list(found):
-        print(f"\n=== {name} ===", flush=True)
-        spec = importlib.util.spec_from_file_location(f"admire_bench_{name}", found[name])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        started = time.perf_counter()
-        code = int(module.main([]) or 0)
-        print(f"--- {name}: exit {code}, {time.perf_counter() - started:.1f} s", flush=True)
-        failures += code != 0
-    return 1 if failures else 0
+    if passed and len(names) != 1:
+        print("admire bench: arguments for a benchmark need exactly one benchmark name before them",
+              file=sys.stderr)
+        return 2
+    selected = names or list(found)
+    outcomes = [run_one(name, found[name], passed, index=i, total=len(selected), timeout=args.timeout)
+                for i, name in enumerate(selected, start=1)]
+    print_summary(outcomes)
+    return 0 if all(o.ok for o in outcomes) else 1
+
+
+def run_one(name: str, path: Path, argv: Sequence[str], *, index: int, total: int,
+            timeout: float | None = None) -> Outcome:
+    """Run one benchmark in a child process, its output passed straight through."""
+    shown = " ".join([name, *argv])
+    print(f"\n=== [{index}/{total}] {shown} ===", flush=True)
+    command = [sys.executable, "-c", _RUNNER, f"admire_bench_{name}", str(path.resolve()), *argv]
+    started = time.perf_counter()
+    try:
+        code: int | None = subprocess.run(command, timeout=timeout, check=False).returncode
+    except subprocess.TimeoutExpired:  # subprocess.run has killed the child
+        code = None
+    outcome = Outcome(name, code, time.perf_counter() - started)
+    print(f"--- [{index}/{total}] {outcome.describe()}", flush=True)
+    return outcome
+
+
+def print_summary(outcomes: Sequence[Outcome]) -> None:
+    failed = [o.name for o in outcomes if not o.ok]
+    print(f"\n=== summary: {len(outcomes) - len(failed)}/{len(outcomes)} benchmarks ok"
+          + (f"; failed: {', '.join(failed)}" if failed else "") + " ===")
+    for outcome in outcomes:
+        print(outcome.describe())

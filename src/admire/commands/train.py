@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.config import load_config, load_run_config
     from admire.report import print_summary
-    from admire.rl.trainer import train
+    from admire.rl.trainer import check_config, train
     from admire.runs import RunDir, atomic_write_text
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -39,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
             cfg = load_run_config(run_dir.path, overrides)
         else:
             cfg = load_config(args.config, overrides, args.config_dir)
+        check_config(cfg)  # a bad key or a judge without an endpoint: one line, before a run dir is made
     except (ValueError, FileNotFoundError) as exc:
         print(f"admire train: error: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from admire.actions import validate_action
+from admire.agent.spans import goal_spans
 from admire.envs.base import GuiEnv
 from admire.types import Action, Observation, Task, UIElement
 
@@ -153,6 +154,30 @@ def click_or_wait(index: int | None, history: Sequence[Action]) -> Action:
     return not_there_yet(history) if index is None else click(index)
 
 
+def scroll_down() -> Action:
+    return Action(action_type="scroll", direction="down")
+
+
+def on_screen(element: UIElement) -> bool:
+    """Visible with an area: the rule by which the ``dom`` policy offers an element at all, so an
+    oracle that only acts on such elements leaves demonstrations a policy can imitate step by step."""
+    return element.is_visible and _has_area(element)
+
+
+def click_or_scroll(observation: Observation, index: int | None, history: Sequence[Action]) -> Action:
+    """Click the element when it is on screen; scroll down to it when it is below the fold.
+
+    MiniWoB++ could click an element anywhere on the page, but a policy only sees the screen: the
+    oracle scrolls as a person would, so its path is one the policy's actions can take.
+    """
+    if index is None:
+        return not_there_yet(history)
+    element = observation.ui_elements[index]
+    if on_screen(element) or element.bbox is None or element.bbox[2] < 0:
+        return click(index)  # on screen, or above it (only scrolling down is ever needed)
+    return scroll_down()
+
+
 def fill_then_submit(observation: Observation, wanted: Sequence[tuple[int | None, str]],
                      submit: int | None, history: Sequence[Action]) -> Action:
     """Type each value whose field does not hold it yet, then press ``submit``."""
@@ -213,7 +238,7 @@ def login_user(observation: Observation, truth: Mapping[str, str], history: Sequ
     return fill_then_submit(observation, fields, by_resource_id(observation, "subbtn"), history)
 
 
-@register_oracle("click-checkboxes", "click-checkboxes-transfer")
+@register_oracle("click-checkboxes", "click-checkboxes-transfer", "click-checkboxes-large")
 def click_checkboxes(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
     wanted = {value for key, value in truth.items() if key.startswith("target")}
     for i, element in enumerate(observation.ui_elements):
@@ -279,7 +304,8 @@ EMAIL_ICON_OF_TASK = {"delete": "trash", "star": "star"}
 
 
 @register_oracle("email-inbox", "email-inbox-noscroll", "email-inbox-delete", "email-inbox-important",
-                 "email-inbox-reply", "email-inbox-forward", "email-inbox-star-reply")
+                 "email-inbox-reply", "email-inbox-forward", "email-inbox-star-reply", "email-inbox-forward-nl",
+                 "email-inbox-forward-nl-turk", "email-inbox-nl-turk")
 def email_inbox(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
     """Delete and star from the inbox row; reply and forward from the opened email.
 
@@ -287,7 +313,8 @@ def email_inbox(observation: Observation, truth: Mapping[str, str], history: Seq
     for. Forwarding is ambiguous when two emails share a sender (the page checks the body): the first
     is taken, as a person would.
     """
-    task, sender = truth.get("task", ""), truth["by"]
+    sender = truth["by"]
+    task = truth.get("task") or ("forward" if "to" in truth else "")  # the -nl tasks only forward
     reply_box = by_resource_id(observation, "reply-text")
     if reply_box is not None:
         return fill_then_submit(observation, [(reply_box, truth["message"])],
@@ -302,6 +329,220 @@ def email_inbox(observation: Observation, truth: Mapping[str, str], history: Seq
     row = find(observation, lambda e: e.text == sender and e.class_name == "div")
     icon = EMAIL_ICON_OF_TASK.get(task)
     if row is None or icon is None:
-        return click_or_wait(row, history)  # open it to reply or forward
+        return click_or_scroll(observation, row, history)  # open it to reply or forward
     target = find(observation, lambda e: (e.content_description or "").split(" ")[0] == icon, start=row)
-    return click_or_wait(target, history)
+    return click_or_scroll(observation, target, history)
+
+
+@register_oracle("social-media-all", "social-media-some")
+def social_media(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Toggle the named button on the user's posts from the top down (all of them, or ``amount``),
+    scrolling down to each, then scroll to Submit. A toggled button's classes say ``active``."""
+    control, user = truth["button"].lower(), truth["user"]
+    targets = []
+    for i, element in enumerate(observation.ui_elements):
+        if element.text == user:
+            found = find(observation, lambda e: _classes(e)[:1] == [control], start=i)
+            if found is not None:
+                targets.append(found)
+    done = [i for i in targets if "active" in _classes(observation.ui_elements[i])]
+    todo = [i for i in targets if i not in done]
+    wanted = int(truth["amount"]) if "amount" in truth else len(targets)
+    if len(done) < wanted and todo:
+        return click_or_scroll(observation, todo[0], history)
+    return click_or_scroll(observation, button(observation, "Submit"), history)
+
+
+@register_oracle("social-media")
+def social_media_one(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Click the named button on the user's first post: Reply, Retweet and Like are on the post;
+    the others are in its "more" menu, opened first."""
+    caption, user = truth["button"], truth["user"]
+    row = find(observation, lambda e: e.text == user)
+    if row is None:
+        return not_there_yet(history)
+    control = find(observation, lambda e: _classes(e)[:1] == [caption.lower()], start=row)
+    if control is not None and caption.lower() in ("reply", "retweet", "like"):
+        return click_or_scroll(observation, control, history)
+    item = find(observation, lambda e: e.class_name == "li" and _has_area(e)  # "Block @user", "Report"
+                and (e.text == caption or (e.text or "").startswith(caption + " ")), start=row)
+    if item is not None:
+        return click_or_scroll(observation, item, history)
+    return click_or_scroll(observation, find(observation, lambda e: _classes(e)[:1] == ["more"], start=row), history)
+
+
+def _has_area(element: UIElement) -> bool:
+    if element.bbox is None:
+        return element.is_visible
+    x_min, x_max, y_min, y_max = element.bbox
+    return x_max > x_min and y_max > y_min
+
+
+def _classes(element: UIElement) -> list[str]:
+    return (element.content_description or "").split()
+
+
+@register_oracle("order-food")
+def order_food(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Press each named dish's "+" once (by name), or one dish of the type "+" ``amount`` times (by
+    type), scrolling down the menu to it, then scroll to "Order!". A dish's count shows between its
+    "-" and "+" once it is ordered."""
+    menu = _menu(observation)
+    if truth.get("criterion") == "type":
+        kind, amount = truth["type"], int(truth["amount"])
+        dishes = [d for d in menu if kind in d.types]
+        wanted = {dishes[0].name: amount} if dishes else {}
+    else:
+        wanted = {value: 1 for key, value in truth.items() if key.startswith("target")}
+    for dish in menu:
+        if dish.count < wanted.get(dish.name, 0):
+            return click_or_scroll(observation, dish.plus, history)
+    return click_or_scroll(observation, button(observation, "Order!"), history)
+
+
+@dataclass(frozen=True)
+class _Dish:
+    name: str
+    types: frozenset[str]
+    plus: int
+    count: int
+
+
+def _menu(observation: Observation) -> list[_Dish]:
+    """The dishes of an order-food menu, in screen order: name, diet icons, "-", [count], "+"."""
+    elements = observation.ui_elements
+    dishes: list[_Dish] = []
+    name: str | None = None
+    types: set[str] = set()
+    count = 0
+    for i, element in enumerate(elements):
+        if element.text == "+" and name is not None:
+            dishes.append(_Dish(name, frozenset(types), i, count))
+            name, types, count = None, set(), 0
+        elif element.class_name == "div" and element.text:
+            name, types, count = element.text, set(), 0
+        elif element.class_name == "img" and element.content_description:
+            types.add(element.content_description)
+        elif (element.text or "").isdigit():
+            count = int(element.text or 0)
+    return dishes
+
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+
+
+# Not choose-date itself: its picker fades in and out and stays open across episodes, so a step
+# can hit a closing calendar and an episode depends on the one before (choose-date-nodelay fixes both).
+@register_oracle("choose-date-nodelay", "choose-date-easy", "choose-date-medium")
+def choose_date(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Open the date picker, page back (or on) to the month, click the day, submit.
+
+    Typing into the picker's field does nothing in these tasks, so the calendar is the only way; it
+    opens on the last allowed month (December 2016).
+    """
+    month, day, year = int(truth["month"]), int(truth["day"]), int(truth["year"])
+    field = by_resource_id(observation, "datepicker")
+    if field is None:
+        return not_there_yet(history)
+    if observation.ui_elements[field].text == f"{month:02d}/{day:02d}/{year}":
+        return click_or_wait(button(observation, "Submit"), history)
+    return pick_date(observation, field, (year, month, day), history)
+
+
+def pick_date(observation: Observation, field: int, date: tuple[int, int, int], history: Sequence[Action]) -> Action:
+    """One step of choosing ``(year, month, day)`` in a jQuery UI date picker attached to ``field``."""
+    year, month, day = date
+    shown_month = find(observation, lambda e: e.text in MONTHS and e.is_visible)
+    shown_year = find(observation, lambda e: (e.text or "").isdigit() and len(e.text or "") == 4
+                      and e.is_visible and e.class_name == "span")
+    if shown_month is None or shown_year is None:
+        # The calendar is closed. Focusing the field opens it; the policy's way to focus a field is
+        # to type a span of the goal into it (the keys are ignored): the date as the goal writes it.
+        date_text = f"{month:02d}/{day:02d}/{year}"
+        spans = [span.text for span in goal_spans(observation.goal)]
+        return Action(action_type="input_text", index=field,
+                      text=date_text if date_text in spans or not spans else spans[0])
+    shown = (int(observation.ui_elements[shown_year].text or 0),
+             MONTHS.index(observation.ui_elements[shown_month].text or "") + 1)
+    if shown > (year, month):
+        return click_or_wait(find(observation, lambda e: e.class_name == "a" and e.content_description == "Prev"),
+                             history)
+    if shown < (year, month):
+        return click_or_wait(find(observation, lambda e: e.class_name == "a" and e.content_description == "Next"),
+                             history)
+    return click_or_wait(find(observation, lambda e: e.class_name == "a" and e.text == str(day) and e.is_visible),
+                         history)
+
+
+# Not book-flight itself: its suggestions open 0.3 s after typing, longer than the few no-op
+# scrolls a policy (or this oracle) would wait.
+@register_oracle("book-flight-nodelay")
+def book_flight(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Fill From and To through their autocompletes, pick the date in the calendar, search, and book
+    the cheapest (or shortest) flight of the results."""
+    prices = [(i, _number(e.text)) for i, e in enumerate(observation.ui_elements)
+              if (e.text or "").startswith("Book flight for")]
+    if prices:
+        if truth["criterion"] == "cheapest":
+            best = min(prices, key=lambda p: p[1])[0]
+        else:
+            durations = [_minutes(e.text or "") for e in observation.ui_elements if _minutes(e.text or "") is not None]
+            best = prices[min(range(len(prices)), key=lambda k: durations[k])][0]
+        return click_or_scroll(observation, best, history)
+    for field_id, wanted in (("flight-from", truth["from"]), ("flight-to", truth["to"])):
+        field = by_resource_id(observation, field_id)
+        if field is None:
+            return not_there_yet(history)
+        typed = observation.ui_elements[field].text or ""
+        if _airport_matches(typed, wanted) and typed.endswith(")"):
+            continue
+        item = find(observation, lambda e, wanted=wanted: e.class_name in ("div", "li", "a")
+                    and _airport_matches(e.text or "", wanted) and (e.text or "").endswith(")"))
+        if item is not None:
+            # A suggestion below the screen cannot be scrolled to (the page does not scroll): it is
+            # clicked all the same, a step the dom policy cannot take.
+            return click(item)
+        if not typed:
+            return Action(action_type="input_text", index=field, text=_span_prefix(observation.goal, wanted))
+        # The suggestions open a moment after typing; scrolling the unscrollable form is the wait a
+        # policy without a wait action can take.
+        recent = history[-3:]
+        if len(recent) == 3 and all(a.action_type == "scroll" for a in recent):
+            return give_up()
+        return scroll_down()
+    field = by_resource_id(observation, "datepicker")
+    month, day, year = (int(part) for part in truth["date"].split("/"))
+    if field is None:
+        return not_there_yet(history)
+    if observation.ui_elements[field].text != truth["date"]:
+        return pick_date(observation, field, (year, month, day), history)
+    return click_or_wait(by_resource_id(observation, "search"), history)
+
+
+def _span_prefix(goal: str, wanted: str) -> str:
+    """The longest span of the goal (what the dom policy can type) that starts ``wanted``:
+    "Salt Lake City" for "Salt Lake City, UT", "LEX" for "LEX"."""
+    fits = [span.text for span in goal_spans(goal) if wanted.startswith(span.text)]
+    return max(fits, key=len) if fits else wanted.split(",")[0]
+
+
+def _airport_matches(text: str, wanted: str) -> bool:
+    """"Iliamna, AK (ILI)" is the airport of "Iliamna, AK" and of "ILI"."""
+    return text.startswith(wanted) or f"({wanted})" in text
+
+
+def _number(text: str | None) -> float:
+    digits = "".join(ch for ch in (text or "") if ch.isdigit() or ch == ".")
+    return float(digits) if digits else float("inf")
+
+
+def _minutes(text: str) -> int | None:
+    """"5h 30m" → 330; anything else → None."""
+    parts = text.split()
+    if len(parts) != 2 or not (parts[0].endswith("h") and parts[1].endswith("m")):
+        return None
+    try:
+        return int(parts[0][:-1]) * 60 + int(parts[1][:-1])
+    except ValueError:
+        return None

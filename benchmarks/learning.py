@@ -1,0 +1,700 @@
+"""Does ADMIRE learn more than outcome-only RL at the same env-step budget? (``admire bench learning``)
+
+Trains every variant of ``VARIANTS`` for every seed as its own ``admire train`` process (so a run that
+crashes is reported and the others go on, and runs share the machine's cores through ``--parallel``),
+then reads each run's ``summary.json`` and ``metrics.jsonl`` and writes into ``--out``:
+
+- ``results.json``: every number, per run and per variant (mean, sample std and per-seed values);
+- ``results.md``: one table row per variant — held-out success before → after RL, env steps, effective
+  sample utilisation (mean ``adv/nonzero_frac``: the share of trained steps with a non-zero advantage),
+  milestone cost (Σ ``time/milestone_s`` / Σ ``time/epoch_s``) and the bank's coverage at the end;
+- ``curves.png``: held-out success against env steps, mean over seeds per variant.
+
+Runs live in ``<out>/runs/<variant>-s<seed>``, their output in ``<out>/logs/<variant>-s<seed>.log``.
+The ``static`` ablation imports the milestone bank of the same seed's ``admire`` run (exported with
+``admire milestones export``), so it starts once that run has finished.
+
+Usage::
+
+    admire bench learning --suite miniwob-long --variants outcome admire --seeds 0 1 2 --parallel 2
+    admire bench learning --quick                  # two tiny runs on miniwob-smoke (a smoke test)
+    admire bench learning --report-only --out bench-results/learning-miniwob-long
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+# The variants, each a list of overrides on top of the shared base. `admire` is the shipped default.
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "outcome": ("reward.mode=outcome",),
+    "admire": (),
+    "success_only": ("milestone_reward.strategy=success_only",),
+    "failure_only": ("milestone_reward.strategy=failure_only",),
+    "uniform": ("milestone_reward.strategy=uniform",),
+    "static": ("milestone_reward.mode=static",),  # + milestone_reward.static_path, added per seed
+    "sbert": ("milestone_reward.matcher=sbert",),
+    "no_decay": ("milestone_reward.decay=1.0",),
+    # The paper's exact reading, every key where the shipped default departs from it (docs/method.md).
+    "paper": (
+        "milestone_reward.key=instruction",
+        "milestone_reward.matcher=sbert",
+        "milestone_reward.progress=total",
+        "milestone_reward.update_rule=shorter",
+        "algorithm.std_floor=0",
+        "env.train_instances_per_task=null",
+        "actor_rollout_ref.actor.target_kl=null",
+    ),
+}
+STATIC = "static"
+STATIC_SOURCE = "admire"  # the variant whose bank a static run imports
+DEFAULT_VARIANTS = ("outcome", "admire")
+
+# Every run: one browser each (2 cores shared fairly between --parallel runs), only the JSONL log.
+BASE_OVERRIDES: tuple[str, ...] = (
+    "env.max_envs=[1]",
+    "tracking.tensorboard=false",
+    "tracking.swanlab=null",
+    "trainer.keep_checkpoints=1",
+)
+# Suites that start RL from the behaviour-cloned warm start by default, and the suite it imitates.
+WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart"}
+QUICK_SUITE = "miniwob-smoke"
+QUICK_OVERRIDES: tuple[str, ...] = (
+    "trainer.tasks_per_epoch=3",
+    "trainer.eval_every=1",
+    "trainer.eval_episodes=2",
+    "actor_rollout_ref.rollout.n=2",
+    "env.max_steps=4",
+)
+HEARTBEAT_S = 60.0
+POLL_S = 1.0
+
+
+# --------------------------------------------------------------------------------------------------
+# The plan: which runs, with which overrides
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of the benchmark; ``needs`` is a run that must finish first (static's bank)."""
+
+    variant: str
+    seed: int
+    overrides: tuple[str, ...]
+    needs: str | None = None
+
+    @property
+    def name(self) -> str:
+        return run_name(self.variant, self.seed)
+
+
+def run_name(variant: str, seed: int) -> str:
+    return f"{variant}-s{seed}"
+
+
+def override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def merge_overrides(*groups: Iterable[str]) -> list[str]:
+    """Overrides in order, a later one for the same key replacing an earlier one (Hydra would refuse
+    the duplicate, and a variant's own keys must win over ``--set``)."""
+    merged: dict[str, str] = {}
+    for group in groups:
+        for override in group:
+            if "=" not in override:
+                raise ValueError(f"override {override!r} is not key=value")
+            key = override_key(override)
+            merged.pop(key, None)
+            merged[key] = override
+    return list(merged.values())
+
+
+def common_overrides(suite: str, *, epochs: int | None = None, env_steps: int | None = None,
+                     warm_start: bool | None = None, quick: bool = False,
+                     extra: Sequence[str] = ()) -> list[str]:
+    """What every run of one invocation shares: the base, the suite and budget, then ``--set``."""
+    suite_keys = [f"env.suite={suite}"]
+    if warm_start is None:
+        warm_start = suite in WARM_START_SUITES
+    if warm_start:
+        suite_keys.append("actor_rollout_ref.warm_start.enable=true")
+        if suite in WARM_START_SUITES:
+            suite_keys.append(f"actor_rollout_ref.warm_start.suite={WARM_START_SUITES[suite]}")
+    else:
+        suite_keys.append("actor_rollout_ref.warm_start.enable=false")
+    budget = list(QUICK_OVERRIDES) if quick else []
+    if epochs is not None:
+        budget.append(f"trainer.total_epochs={epochs}")
+    if env_steps is not None:
+        budget.append(f"trainer.total_env_steps={env_steps}")
+    return merge_overrides(BASE_OVERRIDES, suite_keys, budget, extra)
+
+
+def static_path(out: Path, seed: int) -> Path:
+    return (out / "milestones" / f"{run_name(STATIC_SOURCE, seed)}.json").resolve()
+
+
+def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[str], out: Path) -> list[RunSpec]:
+    """Runs seed by seed (so a stopped benchmark has balanced variants); static runs last, each after
+    the same seed's ``admire`` run, which is added when ``static`` is asked for without it."""
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    chosen = list(dict.fromkeys(variants))
+    if STATIC in chosen and STATIC_SOURCE not in chosen:
+        chosen.insert(chosen.index(STATIC), STATIC_SOURCE)
+    runs_dir = (out / "runs").resolve()
+    plan: list[RunSpec] = []
+    for seed in seeds:
+        for variant in chosen:
+            if variant == STATIC:
+                continue
+            plan.append(RunSpec(variant, seed, tuple(run_overrides(variant, seed, common, runs_dir))))
+    if STATIC in chosen:
+        for seed in seeds:
+            extra = [f"milestone_reward.static_path={static_path(out, seed)}"]
+            plan.append(RunSpec(STATIC, seed, tuple(run_overrides(STATIC, seed, common, runs_dir, extra)),
+                                needs=run_name(STATIC_SOURCE, seed)))
+    return plan
+
+
+def run_overrides(variant: str, seed: int, common: Sequence[str], runs_dir: Path,
+                  extra: Sequence[str] = ()) -> list[str]:
+    """Shared overrides, then the variant's own (they define it), then the run's identity."""
+    identity = [f"run.dir={runs_dir}", f"run.name={run_name(variant, seed)}", f"run.seed={seed}"]
+    return merge_overrides(common, VARIANTS[variant], extra, identity)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running the plan: `admire train` processes, at most `parallel` at once
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Execution:
+    """How a run ended in this invocation: exit code (None when it never started) and why."""
+
+    code: int | None
+    seconds: float = 0.0
+    note: str = ""
+
+
+def admire_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "admire.cli", *args]
+
+
+def train_command(spec: RunSpec, run_dir: Path) -> list[str]:
+    """A fresh run, or the continuation of one a previous invocation started (``--resume``)."""
+    if (run_dir / "config.yaml").exists():
+        return admire_command("train", "--quiet", f"resume={run_dir}")
+    return admire_command("train", "--quiet", *spec.overrides)
+
+
+class Scheduler:
+    """Starts the plan's runs as subprocesses, ``parallel`` at a time, respecting ``needs``."""
+
+    def __init__(self, plan: Sequence[RunSpec], out: Path, parallel: int, *, resume: bool,
+                 say: Callable[[str], None] = print) -> None:
+        self.plan = list(plan)
+        self.out = out
+        self.parallel = max(1, parallel)
+        self.resume = resume
+        self.say = say
+        self.results: dict[str, Execution] = {}
+        self.running: dict[str, tuple[subprocess.Popen[bytes], TextIO, float]] = {}
+        self.started = time.perf_counter()
+
+    def run(self) -> dict[str, Execution]:
+        pending = []
+        for spec in self.plan:
+            if self.resume and (self.run_dir(spec) / "summary.json").exists():
+                self.results[spec.name] = Execution(0, note="finished earlier")
+                self.say(f"[learning] {spec.name}: finished earlier, kept")
+            else:
+                pending.append(spec)
+        last_beat = time.perf_counter()
+        try:
+            while pending or self.running:
+                pending = self._start_ready(pending)
+                self._reap()
+                if time.perf_counter() - last_beat >= HEARTBEAT_S and self.running:
+                    self._heartbeat()
+                    last_beat = time.perf_counter()
+                if self.running:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self.say("[learning] interrupted: stopping the running runs (resume later with --resume)")
+            for process, log, _ in self.running.values():
+                process.terminate()
+                process.wait()
+                log.close()
+            raise
+        return self.results
+
+    def run_dir(self, spec: RunSpec) -> Path:
+        return self.out / "runs" / spec.name
+
+    def log_path(self, name: str) -> Path:
+        return self.out / "logs" / f"{name}.log"
+
+    def _start_ready(self, pending: list[RunSpec]) -> list[RunSpec]:
+        waiting: list[RunSpec] = []
+        for spec in pending:
+            if spec.needs is not None and spec.needs not in self.results:
+                waiting.append(spec)
+            elif spec.needs is not None and self.results[spec.needs].code != 0:
+                self.results[spec.name] = Execution(None, note=f"not started: {spec.needs} failed")
+                self.say(f"[learning] {spec.name}: not started, {spec.needs} failed")
+            elif len(self.running) >= self.parallel:
+                waiting.append(spec)
+            else:
+                self._start(spec)
+        return waiting
+
+    def _start(self, spec: RunSpec) -> None:
+        log_path = self.log_path(spec.name)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("a", encoding="utf-8")
+        if spec.needs is not None:  # static: export the bank of the run it imitates, first
+            target = static_path(self.out, spec.seed)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            command = admire_command("milestones", "export", str(self.out / "runs" / spec.needs), str(target))
+            code = self._log_and_call(command, log)
+            if code != 0:
+                log.close()
+                self.results[spec.name] = Execution(code, note=f"exporting {spec.needs}'s milestones failed")
+                self.say(f"[learning] {spec.name}: exporting {spec.needs}'s milestones failed (exit {code}), "
+                         f"log {log_path}")
+                return
+        command = train_command(spec, self.run_dir(spec).resolve())
+        log.write(f"$ {shlex.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.running[spec.name] = (process, log, time.perf_counter())
+        finished = len(self.results)
+        self.say(f"[learning] start {spec.name} ({finished} of {len(self.plan)} finished, "
+                 f"{len(self.running)} running, {clock(self.elapsed)}) log {log_path}")
+
+    @staticmethod
+    def _log_and_call(command: list[str], log: TextIO) -> int:
+        log.write(f"$ {shlex.join(command)}\n")
+        log.flush()
+        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+
+    def _reap(self) -> None:
+        for name, (process, log, began) in list(self.running.items()):
+            code = process.poll()
+            if code is None:
+                continue
+            log.close()
+            del self.running[name]
+            seconds = time.perf_counter() - began
+            self.results[name] = Execution(code, seconds)
+            state = "ok" if code == 0 else f"FAILED (exit {code}), log {self.log_path(name)}"
+            self.say(f"[learning] done  {name}: {state} in {clock(seconds)} "
+                     f"({len(self.results)} of {len(self.plan)} finished, {clock(self.elapsed)})")
+
+    def _heartbeat(self) -> None:
+        parts = []
+        for name in self.running:
+            last = last_metrics(self.out / "runs" / name / "metrics.jsonl")
+            if last is None:
+                parts.append(f"{name} starting")
+            else:
+                parts.append(f"{name} epoch {int(last.get('step', 0)) + 1}, "
+                             f"{int(last.get('env_steps_total', 0))} env steps")
+        self.say(f"[learning] {clock(self.elapsed)}: {len(self.results)} of {len(self.plan)} finished; "
+                 + "; ".join(parts))
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+
+def clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def last_metrics(path: Path) -> dict[str, Any] | None:
+    records = read_metrics(path)
+    return records[-1] if records else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading runs and building the report
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """What one run left behind, reduced to the numbers of the report (fractions, not percent)."""
+
+    variant: str
+    seed: int
+    name: str
+    status: str  # ok | failed | incomplete | not started
+    exit_code: int | None = None
+    note: str = ""
+    log: str | None = None
+    before: dict[str, float] | None = None
+    after: dict[str, float] | None = None
+    env_steps: int | None = None
+    wall_s: float | None = None
+    epochs: int | None = None
+    utilisation: float | None = None
+    milestone_cost: float | None = None
+    coverage: float | None = None
+    curve: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl as records in step order, the last record of a step winning (a resumed run
+    rewrites the steps after its checkpoint); a torn last line is skipped."""
+    if not path.is_file():
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            by_step[int(record.get("step", len(by_step)))] = record
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _numbers(records: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in records if isinstance(r.get(key), int | float)]
+
+
+def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None = None,
+             log: Path | None = None) -> RunResult:
+    """The report's numbers for one run directory (which may be missing or unfinished)."""
+    result = RunResult(variant, seed, run_dir.name, status="incomplete",
+                       log=str(log) if log is not None and log.exists() else None)
+    if execution is not None:
+        result.exit_code, result.note = execution.code, execution.note
+    summary_path = run_dir / "summary.json"
+    if summary_path.is_file() and (execution is None or execution.code == 0):
+        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        result.status = "ok"
+        result.before, result.after = summary.get("before"), summary.get("after")
+        result.env_steps = summary.get("env_steps")
+        result.wall_s = summary.get("wall_s")
+    elif execution is not None:
+        result.status = "not started" if execution.code is None else "failed"
+    records = read_metrics(run_dir / "metrics.jsonl")
+    result.epochs = len(records)
+    utilisation = _numbers(records, "adv/nonzero_frac")
+    result.utilisation = statistics.fmean(utilisation) if utilisation else None
+    epoch_s, milestone_s = sum(_numbers(records, "time/epoch_s")), sum(_numbers(records, "time/milestone_s"))
+    result.milestone_cost = milestone_s / epoch_s if epoch_s > 0 else None
+    coverage = _numbers(records, "milestones/coverage")
+    result.coverage = coverage[-1] if coverage else None
+    result.curve = learning_curve(records, result.before, result.after, result.env_steps)
+    return result
+
+
+def learning_curve(records: Sequence[Mapping[str, Any]], before: Mapping[str, float] | None,
+                   after: Mapping[str, float] | None, env_steps: int | None) -> list[tuple[float, float]]:
+    """Held-out success against env steps: the start, every evaluation, and the final one."""
+    curve: list[tuple[float, float]] = []
+    if before is not None and "success" in before:
+        curve.append((0.0, float(before["success"])))
+    for record in records:
+        if isinstance(record.get("eval/success"), int | float):
+            curve.append((float(record.get("env_steps_total", 0)), float(record["eval/success"])))
+    if after is not None and "success" in after and env_steps is not None and (
+            not curve or curve[-1][0] != float(env_steps)):
+        curve.append((float(env_steps), float(after["success"])))
+    return curve
+
+
+def spread(values: Mapping[int, float]) -> dict[str, Any]:
+    """Mean, sample standard deviation (0 for one seed) and the per-seed values."""
+    data = list(values.values())
+    return {
+        "mean": statistics.fmean(data) if data else None,
+        "std": statistics.stdev(data) if len(data) > 1 else (0.0 if data else None),
+        "n": len(data),
+        "per_seed": {str(seed): value for seed, value in sorted(values.items())},
+    }
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
+    """Per variant (in ``VARIANTS`` order): success before and after, the paired gain over outcome-only,
+    and the means of env steps, utilisation, milestone cost and coverage over the finished seeds."""
+    order = {name: i for i, name in enumerate(VARIANTS)}
+    variants = sorted({r.variant for r in results}, key=lambda v: (order.get(v, len(order)), v))
+    outcome_after = {r.seed: r.after["success"] for r in results
+                     if r.variant == "outcome" and r.ok and r.after is not None}
+    table: dict[str, dict[str, Any]] = {}
+    for variant in variants:
+        runs = sorted((r for r in results if r.variant == variant), key=lambda r: r.seed)
+        done = [r for r in runs if r.ok and r.before is not None and r.after is not None]
+        after = {r.seed: float(r.after["success"]) for r in done}  # type: ignore[index]
+        paired = {seed: value - outcome_after[seed] for seed, value in after.items() if seed in outcome_after}
+        table[variant] = {
+            "runs": len(runs),
+            "ok": len(done),
+            "before": spread({r.seed: float(r.before["success"]) for r in done}),  # type: ignore[index]
+            "after": spread(after),
+            "gain_over_outcome": spread(paired) if variant != "outcome" and paired else None,
+            "env_steps": _mean(r.env_steps for r in done),
+            "utilisation": _mean(r.utilisation for r in done),
+            "milestone_cost": _mean(r.milestone_cost for r in done),
+            "coverage": _mean(r.coverage for r in done),
+            "wall_s": _mean(r.wall_s for r in done),
+            "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
+                       for r in runs if not r.ok],
+        }
+    return table
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{100 * value:.{digits}f}"
+
+
+def _pm(stats: Mapping[str, Any] | None) -> str:
+    if not stats or stats["mean"] is None:
+        return "–"
+    return f"{_pct(stats['mean'])} ± {_pct(stats['std'])}"
+
+
+def _per_seed(runs: Sequence[RunResult]) -> str:
+    parts = []
+    for run in sorted(runs, key=lambda r: r.seed):
+        if run.ok and run.before is not None and run.after is not None:
+            parts.append(f"s{run.seed}: {_pct(run.before['success'], 0)} → {_pct(run.after['success'], 0)}")
+        elif run.status == "failed":
+            parts.append(f"s{run.seed}: failed (exit {run.exit_code})")
+        else:
+            parts.append(f"s{run.seed}: {run.status}")
+    return ", ".join(parts)
+
+
+def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[str, Any]], *, suite: str,
+                    commands: Sequence[str] = (), common: Sequence[str] = ()) -> str:
+    """results.md: the table, the runs that did not finish (with their logs), and how to reproduce."""
+    lines = [f"## Learning benchmark on `{suite}`", ""]
+    if commands:
+        lines += ["Produced by:", "", "```sh", *commands, "```", ""]
+    lines += [
+        "Held-out success (greedy, on the suite's evaluation seeds) in %, mean ± sample std over seeds, "
+        "before RL → after RL; Δ: after minus outcome-only's after on the same seed; utilisation: mean share "
+        "of trained steps with a non-zero advantage (`adv/nonzero_frac`); milestone cost: milestone work "
+        "(bank update, matching, reward) as a share of epoch wall time; coverage: share of the epoch's "
+        "milestone keys with a list in the bank, at the last epoch.",
+        "",
+        "| variant | seeds ok | success before → after | per seed (before → after) | Δ vs outcome | env steps "
+        "| utilisation | milestone cost | coverage |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for variant, row in table.items():
+        runs = [r for r in results if r.variant == variant]
+        env_steps = "–" if row["env_steps"] is None else f"{row['env_steps']:,.0f}"
+        lines.append(
+            f"| {variant} | {row['ok']}/{row['runs']} | {_pm(row['before'])} → {_pm(row['after'])} "
+            f"| {_per_seed(runs)} | {_pm(row['gain_over_outcome'])} | {env_steps} | {_pct(row['utilisation'])}% "
+            f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% |")
+    not_ok = [r for r in results if not r.ok]
+    if not_ok:
+        lines += ["", "Runs without a result:", ""]
+        for run in sorted(not_ok, key=lambda r: (r.variant, r.seed)):
+            code = "" if run.exit_code is None else f", exit {run.exit_code}"
+            note = f" ({run.note})" if run.note else ""
+            lines.append(f"- `{run.name}`: {run.status}{code}{note}; log `{run.log or '–'}`")
+    lines += ["", "Overrides of every run" + (f": `{' '.join(common)}`" if common else " (as in each run's "
+              "config.yaml)") + "; per variant:", ""]
+    lines += [f"- `{variant}`: `{' '.join(VARIANTS.get(variant, ())) or '(shipped defaults)'}`"
+              + (" + `milestone_reward.static_path=<the same seed's admire bank>`" if variant == STATIC else "")
+              for variant in table]
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(results: Sequence[RunResult], path: Path, suite: str) -> Path | None:
+    """curves.png: each seed faint, the mean over seeds (aligned by evaluation index) bold."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[learning] matplotlib is not installed: no curves.png (pip install 'admire[viz]')")
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    order = {name: i for i, name in enumerate(VARIANTS)}  # the same colour for a variant in every plot
+    variants = sorted({r.variant for r in results if r.ok and r.curve}, key=lambda v: order.get(v, len(order)))
+    for variant in variants:
+        color = f"C{order.get(variant, len(order)) % 10}"
+        curves = [r.curve for r in results if r.variant == variant and r.ok and r.curve]
+        for curve in curves:
+            axes.plot([x for x, _ in curve], [100 * y for _, y in curve], color=color, alpha=0.25, linewidth=1)
+        length = min(len(c) for c in curves)
+        xs = [statistics.fmean(c[j][0] for c in curves) for j in range(length)]
+        ys = [100 * statistics.fmean(c[j][1] for c in curves) for j in range(length)]
+        axes.plot(xs, ys, color=color, linewidth=2.2, marker="o", markersize=3,
+                  label=f"{variant} (n={len(curves)})")
+    axes.set_xlabel("env steps")
+    axes.set_ylabel("held-out success (%)")
+    axes.set_title(f"admire bench learning: {suite}")
+    axes.set_ylim(-2, 102)
+    axes.grid(alpha=0.3)
+    if variants:
+        axes.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def discover_runs(runs_dir: Path) -> list[tuple[str, int]]:
+    """``(variant, seed)`` of every ``<variant>-s<seed>`` folder under ``runs_dir``."""
+    found: list[tuple[str, int]] = []
+    if not runs_dir.is_dir():
+        return found
+    for folder in sorted(runs_dir.iterdir()):
+        variant, _, seed = folder.name.rpartition("-s")
+        if folder.is_dir() and variant in VARIANTS and seed.isdigit():
+            found.append((variant, int(seed)))
+    return found
+
+
+def write_report(out: Path, suite: str | None, executions: Mapping[str, Execution] | None = None,
+                 planned: Sequence[RunSpec] = (), common: Sequence[str] = ()) -> tuple[str, list[RunResult]]:
+    """Read every run under ``<out>/runs`` (and the planned ones, finished or not) and write the report."""
+    executions = executions or {}
+    keys = list(dict.fromkeys([*discover_runs(out / "runs"), *((s.variant, s.seed) for s in planned)]))
+    results = [read_run(out / "runs" / run_name(v, s), v, s, executions.get(run_name(v, s)),
+                        out / "logs" / f"{run_name(v, s)}.log") for v, s in keys]
+    table = summarise(results)
+    invocations = read_invocations(out)
+    commands = list(dict.fromkeys(i["command"] for i in invocations))
+    if not common and invocations:  # --report-only: the overrides of the last invocation that trained
+        common = invocations[-1].get("common", [])
+    if suite is None:
+        suite = next((i["suite"] for i in reversed(invocations) if "suite" in i), "?")
+    markdown = render_markdown(results, table, suite=suite, commands=commands, common=common)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(markdown, encoding="utf-8")
+    payload = {"suite": suite, "commands": commands, "common_overrides": list(common),
+               "variants": {v: list(VARIANTS.get(v, ())) for v in table}, "summary": table,
+               "runs": [asdict(r) for r in results]}
+    (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    plot_curves(results, out / "curves.png", suite)
+    return markdown, results
+
+
+def record_invocation(out: Path, argv: Sequence[str], suite: str, common: Sequence[str]) -> None:
+    """Append this invocation to ``<out>/invocations.jsonl``: the report names the exact commands
+    behind its numbers, even when the runs came from several invocations (``--resume``, batches)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "invocations.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "suite": suite, "common": list(common),
+                            "command": "admire bench learning " + shlex.join(argv)}) + "\n")
+
+
+def read_invocations(out: Path) -> list[dict[str, Any]]:
+    path = out / "invocations.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="admire bench learning", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default=None, help="task suite (default: miniwob-long; --quick: miniwob-smoke)")
+    parser.add_argument("--variants", nargs="+", default=None, metavar="VARIANT",
+                        help=f"variants to train (default: {' '.join(DEFAULT_VARIANTS)}); known: {', '.join(VARIANTS)}")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2; --quick: 0)")
+    parser.add_argument("--epochs", type=int, default=None, help="trainer.total_epochs (default: the config's)")
+    parser.add_argument("--env-steps", type=int, default=None,
+                        help="trainer.total_env_steps: every run stops at this env-step budget")
+    parser.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"behaviour-cloned warm start (default: on for {', '.join(WARM_START_SUITES)})")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra override for every run (repeatable); a variant's own keys still win")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once (default: 1)")
+    parser.add_argument("--out", default=None, help="results folder (default: bench-results/learning-<suite>)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: tiny runs on miniwob-smoke, 2 epochs, seed 0")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep finished runs, continue unfinished ones from their last checkpoint")
+    parser.add_argument("--report-only", action="store_true", help="only re-read the runs under --out")
+    args = parser.parse_args(argv)
+    args.explicit_suite = args.suite  # --report-only otherwise names the suite its runs were trained on
+    if args.quick:
+        args.suite = args.suite or QUICK_SUITE
+        args.seeds = args.seeds or [0]
+        args.epochs = 2 if args.epochs is None else args.epochs
+    args.suite = args.suite or "miniwob-long"
+    args.seeds = args.seeds or [0, 1, 2]
+    args.variants = args.variants or list(DEFAULT_VARIANTS)
+    args.out = Path(args.out or f"bench-results/learning-{args.suite}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    out: Path = args.out
+    try:
+        common = common_overrides(args.suite, epochs=args.epochs, env_steps=args.env_steps,
+                                  warm_start=args.warm_start, quick=args.quick, extra=args.sets)
+        plan = build_plan(args.variants, args.seeds, common, out)
+    except ValueError as exc:
+        print(f"admire bench learning: {exc}", file=sys.stderr)
+        return 2
+    if args.report_only:
+        markdown, results = write_report(out, args.explicit_suite)
+        print(markdown)
+        return 0 if results else 1
+    existing = [s.name for s in plan if (out / "runs" / s.name).exists()]
+    if existing and not args.resume:
+        print(f"admire bench learning: {out / 'runs'} already has {', '.join(existing)}; pass --resume to keep "
+              "and continue them, --report-only to re-read them, or another --out", file=sys.stderr)
+        return 2
+    record_invocation(out, argv, args.suite, common)
+    print(f"[learning] {len(plan)} runs ({', '.join(s.name for s in plan)}) into {out}, "
+          f"{args.parallel} at a time; overrides for all: {' '.join(common)}", flush=True)
+    executions = Scheduler(plan, out, args.parallel, resume=args.resume,
+                           say=lambda line: print(line, flush=True)).run()
+    markdown, results = write_report(out, args.suite, executions, plan, common)
+    print(markdown)
+    print(f"[learning] wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'curves.png'}")
+    planned = {s.name for s in plan}
+    return 0 if all(r.ok for r in results if r.name in planned) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
