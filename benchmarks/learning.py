@@ -80,6 +80,9 @@ QUICK_OVERRIDES: tuple[str, ...] = (
 HEARTBEAT_S = 60.0
 POLL_S = 1.0
 
+RUN_BY_DEFAULT = False
+"""Hours of training: `admire bench` alone skips it; `admire bench learning` runs it."""
+
 
 # --------------------------------------------------------------------------------------------------
 # The plan: which runs, with which overrides

@@ -344,3 +344,15 @@ def test_main_refuses_to_overwrite_and_resume_keeps_finished_runs(
     assert learning.main(["--report-only", "--out", str(out)]) == 0
     report = (out / "results.md").read_text()
     assert "`miniwob-smoke`" in report and "admire bench learning --suite miniwob-smoke" in report
+
+
+def test_a_benchmark_that_opts_out_runs_only_when_named(tmp_path: Path) -> None:
+    from admire.commands.bench import runs_by_default
+
+    quick = tmp_path / "quick.py"
+    quick.write_text("def main(argv):\n    return 0\n")
+    long = tmp_path / "long.py"
+    long.write_text("RUN_BY_DEFAULT = False\n\ndef main(argv):\n    return 0\n")
+    assert runs_by_default(quick) and not runs_by_default(long)
+    repo_learning = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
+    assert not runs_by_default(repo_learning)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import io
 import re
 
@@ -18,6 +17,7 @@ from admire.agent.encoder import EmbeddingCache
 from admire.agent.features import FEATURE_INDEX, NUM_FEATURES, FeatureBuilder
 from admire.agent.pretrain import pretrain, record_oracle_demonstrations
 from admire.types import Observation, Step, Task, Termination, Trajectory, UIElement
+from tests.fakes import TrigramEncoder
 
 LOGIN_GOAL = 'Enter the username "karrie" and the password "X1z" into the text fields and press login.'
 USERNAME = UIElement(text="", hint_text="Username", class_name="input_text", bbox=(7, 135, 78, 99),
@@ -37,29 +37,8 @@ CHECKBOX_SCREEN = Observation(
 )
 
 
-class TrigramEncoder:
-    """A fake sentence encoder for unit tests: hashed character trigrams, L2-normalised.
-
-    Texts that share letters get similar vectors, so similarity features behave plausibly without
-    loading a model; it counts its calls so that caching can be checked.
-    """
-
-    def __init__(self, dim: int = 384) -> None:
-        self.dim = dim
-        self.calls = 0
-
-    def encode(self, texts):
-        self.calls += 1
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            padded = f"  {text.lower()}  "
-            for i in range(len(padded) - 2):
-                out[row, int(hashlib.md5(padded[i:i + 3].encode()).hexdigest(), 16) % self.dim] += 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
-
-
 def make(seed: int = 0, **options) -> DomPolicy:
-    return DomPolicy(seed=seed, encoder=TrigramEncoder(), **options)
+    return DomPolicy(seed=seed, encoder=TrigramEncoder(dim=384), **options)
 
 
 def step(observation: Observation, action: dict, index: int = 0) -> Step:
@@ -211,20 +190,20 @@ def test_a_deep_copy_is_an_independent_policy_sharing_the_frozen_embeddings():
 
 
 def test_registered_as_dom_and_small():
-    policy = make_policy("dom", encoder=TrigramEncoder(), seed=1)
+    policy = make_policy("dom", encoder=TrigramEncoder(dim=384), seed=1)
     assert isinstance(policy, DomPolicy)
     assert sum(p.numel() for p in policy.parameters()) < 10_000
 
 
 def test_embeddings_are_cached_by_text():
-    encoder = TrigramEncoder()
+    encoder = TrigramEncoder(dim=384)
     policy = DomPolicy(encoder=encoder)
     policy.act([LOGIN_SCREEN], [()])
     calls = encoder.calls
     policy.act([LOGIN_SCREEN, LOGIN_SCREEN], [(), ()])
     policy.log_prob([Decision(LOGIN_SCREEN, (), policy.act([LOGIN_SCREEN], [()])[0].text)])
     assert encoder.calls == calls
-    cache = EmbeddingCache(TrigramEncoder(), capacity=2)
+    cache = EmbeddingCache(TrigramEncoder(dim=384), capacity=2)
     rows = cache.embed(["a", "b", "c", ""])
     assert len(cache) == 2 and not rows[3].any() and rows[0].any()
 
@@ -240,7 +219,7 @@ def feature(features, candidates, action: dict, name: str) -> float:
 
 
 def test_history_marks_what_was_done_and_what_is_still_pending():
-    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder()))
+    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder(dim=384)))
     type_karrie = {"action_type": "input_text", "index": 0, "text": "karrie"}
     type_password = {"action_type": "input_text", "index": 1, "text": "X1z"}
     click_login = {"action_type": "click", "index": 2}
@@ -266,7 +245,7 @@ def test_history_marks_what_was_done_and_what_is_still_pending():
 
 
 def test_labels_of_fields_are_not_pending_work():
-    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder()))
+    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder(dim=384)))
     label = UIElement(text="Username", class_name="label", bbox=(2, 50, 62, 73), is_clickable=True)
     screen = LOGIN_SCREEN.model_copy(update={"ui_elements": (label, USERNAME, PASSWORD, LOGIN)})
     typed = screen.model_copy(update={"ui_elements": (label, USERNAME.model_copy(update={"text": "karrie"}),
@@ -281,7 +260,7 @@ def test_labels_of_fields_are_not_pending_work():
 
 
 def test_a_checked_box_is_no_longer_pending():
-    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder()))
+    builder = FeatureBuilder(EmbeddingCache(TrigramEncoder(dim=384)))
     click = {"action_type": "click", "index": 1}
     fresh = builder.build(CHECKBOX_SCREEN, ())
     assert feature(fresh, fresh.candidates, click, "pending_this") == 1.0

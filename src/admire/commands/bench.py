@@ -16,6 +16,7 @@ before them is optional); with several names, none are passed.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -85,6 +86,16 @@ def discover(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")}
 
 
+_OPT_IN = re.compile(r"^RUN_BY_DEFAULT\s*=\s*False\b", re.MULTILINE)
+
+
+def runs_by_default(path: Path) -> bool:
+    """False for a benchmark that declares ``RUN_BY_DEFAULT = False`` (hours of training, such as
+    ``learning``): ``admire bench`` alone skips it, ``admire bench NAME`` runs it. Read from the text, so
+    listing benchmarks imports none of them."""
+    return _OPT_IN.search(path.read_text(encoding="utf-8")) is None
+
+
 def split_names(tokens: Sequence[str]) -> tuple[list[str], list[str]]:
     """Leading bare words are benchmark names; everything from the first option (or ``--``) on is
     the benchmark's own arguments."""
@@ -118,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         print("admire bench: arguments for a benchmark need exactly one benchmark name before them",
               file=sys.stderr)
         return 2
-    selected = names or list(found)
+    selected = names or [name for name, path in found.items() if runs_by_default(path)]
     outcomes = [run_one(name, found[name], passed, index=i, total=len(selected), timeout=args.timeout)
                 for i, name in enumerate(selected, start=1)]
     print_summary(outcomes)
