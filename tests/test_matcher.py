@@ -316,6 +316,115 @@ def test_sbert_mode_reports_no_signature_agreement() -> None:
     assert result.k == 1 and result.signature_agreed == ()
 
 
+# -- grounded matching: the contrastive fallback for milestones without a signature ----------------
+
+PROSE = "typed the username"  # an LLM's milestone: no signature, so the field it means is only in the words
+USER_V1 = "typed \"<v1>\" into the 'Username' field"
+PASS_V1 = "typed \"<v1>\" into the 'Password' field"
+
+
+def contrast_matcher(table: Mapping[str, np.ndarray], margin: float | None = 0.05,
+                     mode: str = "grounded") -> tuple[Matcher, TableEncoder]:
+    encoder = TableEncoder(table)
+    return Matcher(encoder, threshold=0.75, mode=mode, contrast_margin=margin), encoder  # type: ignore[arg-type]
+
+
+# The right field fits the prose best (0.9); the wrong field, as with a real encoder, nearly as well (0.8).
+FIELDS = {PROSE: axis(0), USER_V1: near(m0=0.9), PASS_V1: near(m0=0.8)}
+
+
+def test_a_prose_milestone_is_not_hit_by_the_wrong_field_when_the_right_one_was_on_screen() -> None:
+    wrong = ([PASS_V1], [PROSE], [], False, [[USER_V1]])
+    contrasted, _ = contrast_matcher(FIELDS)
+    refused = contrasted.match_many([wrong])[0]
+    assert refused.hits == (None,) and refused.signature_agreed == (None,)
+    assert refused.similarities == (pytest.approx(0.8, abs=1e-6),)
+    assert refused.rival_similarities == (pytest.approx(0.9, abs=1e-6),)  # what beat it stays visible
+    for off in (0.0, None):  # the paper's matching: the cosine alone, the false hit comes back
+        plain, _ = contrast_matcher(FIELDS, margin=off)
+        assert plain.contrast_margin == 0.0
+        fooled = plain.match_many([wrong])[0]
+        assert fooled.hits == (Hit(0, PROSE, pytest.approx(0.8, abs=1e-6)),) and fooled.rival_similarities == ()
+
+
+def test_the_right_field_still_hits_a_prose_milestone_with_its_cosine() -> None:
+    matcher, _ = contrast_matcher(FIELDS)
+    right = matcher.match_many([([USER_V1], [PROSE], [], False, [[PASS_V1]])])[0]
+    assert right.hits == (Hit(0, PROSE, pytest.approx(0.9, abs=1e-6)),)  # r_t is still the cosine (Eq. 9)
+    assert right.rival_similarities == (pytest.approx(0.8, abs=1e-6),)
+    # The gap must exceed the margin: 0.9 − 0.8 = 0.1 clears 0.05 but not 0.15.
+    strict, _ = contrast_matcher(FIELDS, margin=0.15)
+    assert strict.match_many([([USER_V1], [PROSE], [], False, [[PASS_V1]])])[0].hits == (None,)
+
+
+def test_a_milestone_with_a_signature_ignores_counterfactuals() -> None:
+    table = {USER_V1: axis(0), PASS_V1: near(m0=0.95), "typed \"<v1>\" into the 'username' field": near(m0=0.8)}
+    matcher, encoder = contrast_matcher(table)
+    result = matcher.match_many([(["typed \"<v1>\" into the 'username' field"], [USER_V1], [], False,
+                                  [[PASS_V1]])])[0]
+    assert result.hits == (Hit(0, USER_V1, pytest.approx(0.8, abs=1e-6)),)  # a better-scoring rival: no matter
+    assert result.rival_similarities == (None,)
+    assert PASS_V1 not in encoder.calls[0]  # every milestone parses: the counterfactuals are not even encoded
+
+
+def test_steps_without_counterfactuals_are_matched_by_the_cosine_alone() -> None:
+    matcher, _ = contrast_matcher(FIELDS)
+    without = matcher.match_many([([PASS_V1], [PROSE], [], False)])[0]
+    assert without.hits == (Hit(0, PROSE, pytest.approx(0.8, abs=1e-6)),)
+    for empty in ([[]], [None]):
+        assert matcher.match_many([([PASS_V1], [PROSE], [], False, empty)])[0].hits == without.hits
+
+
+def test_sbert_mode_ignores_counterfactuals() -> None:
+    matcher, encoder = contrast_matcher(FIELDS, mode="sbert")
+    result = matcher.match_many([([PASS_V1], [PROSE], [], False, [[USER_V1]])])[0]
+    assert result.k == 1 and result.rival_similarities == ()
+    assert USER_V1 not in encoder.calls[0]
+
+
+def test_counterfactuals_are_slotted_encoded_in_the_same_batch_and_the_pointer_moves_on() -> None:
+    values = positional_values(LOGIN_GOAL)  # karrie → <v1>, 9Ht → <v2>
+    login_prose = "Login button clicked"
+    table = {PROSE: axis(0), login_prose: axis(1), USER_V1: near(m0=0.9), PASS_V1: near(m0=0.8),
+             LOGIN_MS: near(m1=0.93), "clicked the 'Username' field": near(m1=0.5),
+             "clicked the 'Password' field": near(m1=0.6)}
+    matcher, encoder = contrast_matcher(table)
+    steps = ["typed \"karrie\" into the 'Password' field", "typed \"karrie\" into the 'Username' field",
+             "clicked the 'Login' button"]
+    counterfactuals = [["typed \"karrie\" into the 'Username' field"], ["typed \"karrie\" into the 'Password' field"],
+                       ["clicked the 'Username' field", "clicked the 'Password' field"]]
+    result = matcher.match_many([(steps, [PROSE, login_prose], values, True, counterfactuals)])[0]
+    assert [h.milestone_index if h else None for h in result.hits] == [None, 0, 1]
+    assert result.rival_similarities == pytest.approx([0.9, 0.8, 0.6], abs=1e-6)
+    assert len(encoder.calls) == 1  # descriptions, milestones and counterfactuals: one encoder call
+    assert "typed \"karrie\" into the 'Username' field" not in encoder.calls[0]  # slotted before encoding
+
+
+def test_a_counterfactual_that_is_the_same_step_is_no_rival() -> None:
+    # A container labelled like the button it holds describes the same click; the identical sentence too.
+    login_prose = "Login button clicked"
+    same_click = "clicked the 'Login' element"
+    matcher, _ = contrast_matcher({login_prose: axis(0), LOGIN_MS: near(m0=0.93), same_click: near(m0=0.95)})
+    result = matcher.match_many([([LOGIN_MS], [login_prose], [], False, [[same_click, LOGIN_MS]])])[0]
+    assert result.k == 1 and result.rival_similarities == (None,)  # no rival left: the cosine alone
+
+
+@pytest.mark.parametrize("margin", [-0.1, 2.5, True, "0.05", float("nan")])
+def test_a_contrast_margin_outside_zero_two_is_refused(margin: object) -> None:
+    with pytest.raises(ValueError, match="contrast_margin"):
+        Matcher(TableEncoder({}), contrast_margin=margin)  # type: ignore[arg-type]
+
+
+def test_counterfactuals_must_give_one_list_per_step() -> None:
+    matcher, _ = contrast_matcher(FIELDS)
+    with pytest.raises(ValueError, match="2 lists of counterfactuals for 1 steps"):
+        matcher.match_many([([PASS_V1], [PROSE], [], False, [[USER_V1], []])])
+    with pytest.raises(TypeError, match="counterfactuals of step 0 must be a sequence of strings"):
+        matcher.match_many([([PASS_V1], [PROSE], [], False, [USER_V1])])
+    with pytest.raises(TypeError, match="counterfactuals"):
+        matcher.match_many([([PASS_V1], [PROSE], [], False, USER_V1)])
+
+
 # -- choosing the encoder ------------------------------------------------------------------------
 
 def test_make_encoder_knows_the_default_name_and_refuses_others_in_one_line(tmp_path: Path) -> None:
@@ -422,3 +531,19 @@ def test_minilm_confuses_checked_with_unchecked_and_tab_numbers_and_grounded_doe
         assert sbert.match([step], [milestone]).k == 1
         assert grounded.match([step], [milestone]).k == 0
         assert grounded.match([milestone], [milestone]).k == 1
+
+
+def test_minilm_prose_milestone_refuses_the_neighbouring_tab_and_keeps_the_right_one(minilm: Matcher) -> None:
+    """The contrastive fallback with the real encoder: prose matches the wrong tab above δ, the margin does not."""
+    tabs = Observation(goal="", ui_elements=tuple(UIElement(text=f"Tab #{i}", class_name="tab", is_clickable=True)
+                                                  for i in (1, 2, 3)))
+    clicks = [describe(validate_action({"action_type": "click", "index": i}), tabs) for i in range(3)]
+    prose = "Tab #2 clicked"
+    plain = Matcher(minilm.encoder, contrast_margin=0)
+    contrasted = Matcher(minilm.encoder)
+    assert contrasted.contrast_margin == 0.05
+    wrong = ([clicks[0]], [prose], [], False, [[clicks[1], clicks[2]]])
+    right = ([clicks[1]], [prose], [], False, [[clicks[0], clicks[2]]])
+    assert plain.match_many([wrong])[0].k == 1  # measured 0.86: a false hit by the cosine alone
+    assert contrasted.match_many([wrong])[0].k == 0  # Tab #2 itself was on the screen and fits better (0.92)
+    assert contrasted.match_many([right])[0].k == 1  # 0.92 against 0.86 at best: the gap clears 0.05

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from admire.actions import describe, validate_action
 from admire.milestones.bank import MilestoneBank, Provenance
 from admire.milestones.matcher import Hit, Matcher, MatchResult
 from admire.milestones.slots import extract_slot_values, positional_values
 from admire.rewards import (
     RewardConfig,
+    counterfactual_descriptions,
     descriptions_for,
     format_penalty,
     judge_lambda,
@@ -26,7 +29,7 @@ from admire.rewards import (
     score_trajectory,
 )
 from admire.rl.advantages import GroupSample, group_samples, grpo_step
-from admire.types import Observation, Step, Task, Termination, Trajectory
+from admire.types import Observation, Step, Task, Termination, Trajectory, UIElement
 
 GOAL = 'Enter the username "karrie" and the password "x9Z" into the text fields and press login.'
 MILESTONES = ("typed into the 'Username' field", "typed into the 'Password' field",
@@ -623,4 +626,153 @@ def test_score_batch_refuses_a_matcher_built_with_another_mode():
         score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
     matched = score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher,
                           RewardConfig(matcher="sbert"), 0)
+    assert matched[0][0].num_milestones == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# The contrastive fallback: prose milestones against the same action on the other fields of the screen
+# --------------------------------------------------------------------------------------------------
+
+PROSE = "typed the username"  # an LLM's milestone: it parses into no signature
+USER_TYPED = "typed \"<value>\" into the 'Username' field"
+PASS_TYPED = "typed \"<value>\" into the 'Password' field"
+
+
+def login_screen() -> Observation:
+    """Username, Password, Login, and a form container around them all, plus a hidden and a disabled field."""
+    return Observation(goal=GOAL, ui_elements=(
+        UIElement(hint_text="Username", class_name="input_text", is_editable=True, is_clickable=True,
+                  bbox=(0, 100, 0, 20)),
+        UIElement(hint_text="Password", class_name="input_password", is_editable=True, is_clickable=True,
+                  bbox=(0, 100, 30, 50)),
+        UIElement(text="Login", class_name="button", is_clickable=True, bbox=(0, 50, 60, 80)),
+        UIElement(text="Username Password Login", class_name="form", is_clickable=True, bbox=(0, 200, 0, 100)),
+        UIElement(hint_text="Hidden", class_name="input_text", is_editable=True, is_visible=False,
+                  bbox=(0, 100, 90, 95)),
+        UIElement(hint_text="Disabled", class_name="input_text", is_editable=False, is_enabled=False,
+                  bbox=(0, 100, 96, 99)),
+    ))
+
+
+def login_step(index: int, action: dict) -> Step:
+    screen = login_screen()
+    executed = validate_action(action)
+    return Step(index=index, observation=screen, raw_output="…", action=executed,
+                grounded_description=describe(executed, screen))
+
+
+def typed_into(field: int, text: str = "karrie", tid: str = "t") -> Trajectory:
+    step = login_step(0, {"action_type": "input_text", "text": text, "index": field})
+    return make_trajectory(1, 0.0, tid=tid).model_copy(update={"steps": (step,)})
+
+
+class SpareAxisEncoder:
+    """Exact vectors for the texts in its table, the spare axis (cosine 0 to every milestone) for the rest."""
+
+    def __init__(self, table: Mapping[str, Sequence[float]], dim: int = 4) -> None:
+        self.dim = dim
+        self.table = {text: np.asarray(vector, dtype=np.float32) for text, vector in table.items()}
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        spare = np.eye(self.dim, dtype=np.float32)[-1]
+        return np.stack([self.table.get(text, spare) for text in texts])
+
+
+def fields_matcher(cfg: RewardConfig) -> tuple[Matcher, SpareAxisEncoder]:
+    """The prose milestone is axis 0; the right field scores 0.9 against it, the wrong one 0.8 (> δ)."""
+    encoder = SpareAxisEncoder({PROSE: [1, 0, 0, 0], USER_TYPED: [0.9, 0.43589, 0, 0],
+                                PASS_TYPED: [0.8, 0, 0.6, 0]})
+    return Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin), encoder
+
+
+def test_counterfactuals_are_the_same_action_on_the_other_plausible_targets_nearest_first():
+    typing = login_step(0, {"action_type": "input_text", "text": "x9Z", "index": 1})
+    # Typing has editable rivals only: not the button or the form, not the hidden or the disabled field.
+    assert counterfactual_descriptions(typing) == ["typed \"x9Z\" into the 'Username' field"]
+    click = login_step(0, {"action_type": "click", "index": 2})
+    # Password (30 px away) before Username (60 px); the form around the button is the same place: no rival.
+    assert counterfactual_descriptions(click) == ["clicked the 'Password' field", "clicked the 'Username' field"]
+    assert counterfactual_descriptions(click, limit=1) == ["clicked the 'Password' field"]
+    no_index = [{"action_type": "click", "x": 10, "y": 70}, {"action_type": "scroll", "direction": "down"},
+                {"action_type": "keyboard_enter"}, {"action_type": "click", "index": 17}]
+    for action in no_index:
+        assert counterfactual_descriptions(login_step(0, action)) == [], action
+    assert counterfactual_descriptions(make_step(0)) == []  # no action (and no screen)
+    bare = Step(index=0, observation=Observation(goal=GOAL), raw_output="…",
+                action=validate_action({"action_type": "click", "index": 0}))
+    assert counterfactual_descriptions(bare) == []
+
+
+def test_score_batch_refuses_a_prose_milestone_to_the_wrong_field_when_the_margin_is_on():
+    bank = {"miniwob/login-user": [PROSE]}
+    wrong, right = typed_into(1, tid="wrong"), typed_into(0, tid="right")
+    assert wrong.steps[0].grounded_description == "typed \"karrie\" into the 'Password' field"
+    cfg = RewardConfig()
+    assert cfg.contrast_margin == 0.05
+    matcher, encoder = fields_matcher(cfg)
+    scored = score_batch([wrong, right], bank, matcher, cfg, epoch=0)
+    assert len(encoder.calls) == 1  # counterfactuals ride in the batch's one encoder call
+    assert scored[0][0].matched_index is None and scored[0][0].similarity == pytest.approx(0.8, abs=1e-6)
+    assert scored[0][0].total == 0.0  # no hit, no progress
+    assert scored[1][0].matched_index == 0 and scored[1][0].similarity == pytest.approx(0.9, abs=1e-6)
+    # The margin off: the paper's matching, and the wrong field earns the milestone.
+    off = RewardConfig(contrast_margin=0.0)
+    fooled = score_batch([wrong, right], bank, fields_matcher(off)[0], off, epoch=0)
+    assert [r[0].matched_index for r in fooled] == [0, 0]
+
+
+def test_score_batch_passes_counterfactuals_only_where_a_milestone_has_no_signature():
+    trajectory = typed_into(1)
+    signed = {"miniwob/login-user": [USER_TYPED]}
+    prose = {"miniwob/login-user": [PROSE, USER_TYPED]}
+    for cfg, bank, expected in ((RewardConfig(), prose, True), (RewardConfig(), signed, False),
+                                (RewardConfig(contrast_margin=0.0), prose, False),
+                                (RewardConfig(matcher="sbert"), prose, False)):
+        matcher = RecordingMatcher([make_match([None], 2)])
+        score_batch([trajectory], bank, matcher, cfg, epoch=0)
+        (item,) = matcher.calls[0]
+        assert (len(item) == 5) is expected, (cfg, bank)
+        if expected:
+            assert item[4] == [["typed \"karrie\" into the 'Username' field"]]
+    # A signature milestone with a better-scoring wrong field still needs only its signature and δ.
+    cfg = RewardConfig()
+    matcher, _ = fields_matcher(cfg)
+    assert score_batch([typed_into(0)], signed, matcher, cfg, epoch=0)[0][0].matched_index == 0
+
+
+def test_a_step_without_a_screen_is_matched_as_before():
+    bank = {"miniwob/login-user": [PROSE]}
+    blind = make_trajectory(1, 0.0, descriptions=["typed \"karrie\" into the 'Password' field"])
+    matcher = RecordingMatcher([make_match([None], 1)])
+    score_batch([blind], bank, matcher, RewardConfig(), epoch=0)
+    assert len(matcher.calls[0][0]) == 4  # no counterfactuals: the item is what it was
+    for cfg in (RewardConfig(), RewardConfig(contrast_margin=0.0)):
+        scored = score_batch([blind], bank, fields_matcher(cfg)[0], cfg, epoch=0)
+        assert scored[0][0].matched_index == 0 and scored[0][0].similarity == pytest.approx(0.8, abs=1e-6)
+
+
+def test_config_contrast_margin_key():
+    assert RewardConfig().contrast_margin == 0.05
+    read = RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": 0.1}})
+    assert read == RewardConfig(contrast_margin=0.1)
+    assert RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": None}}).contrast_margin == 0.0
+    assert RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": 0}}).contrast_margin == 0.0
+    assert RewardConfig(contrast_margin=None).contrast_margin == 0.0  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"did you mean 'milestone_reward.contrast_margin'"):
+        RewardConfig.from_mapping({"milestone_reward": {"contrast_margn": 0.05}})
+    with pytest.raises(ValueError, match=r"milestone_reward.contrast_margin must be a finite number in \[0.0, 2.0\]"):
+        RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": -0.05}})
+    with pytest.raises(ValueError, match=r"milestone_reward.contrast_margin must be a number"):
+        RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": "wide"}})
+
+
+def test_score_batch_refuses_a_matcher_built_with_another_contrast_margin():
+    matcher = RecordingMatcher([make_match([None], 4)])
+    matcher.contrast_margin = 0.0
+    with pytest.raises(ValueError, match=r"contrast margin 0.0 differs from milestone_reward.contrast_margin=0.05"):
+        score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
+    matched = score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher,
+                          RewardConfig(contrast_margin=0.0), 0)
     assert matched[0][0].num_milestones == 4

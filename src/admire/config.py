@@ -43,12 +43,49 @@ def load_config(
     return cfg
 
 
+# Keys added after runs already existed, with the value that reproduces how those runs behaved. A run
+# directory written before a key existed keeps its behaviour when resumed, re-scored by the viewer or
+# evaluated, instead of silently picking up a newer default.
+LEGACY_DEFAULTS: dict[str, Any] = {
+    "milestone_reward.matcher": "sbert",
+    "milestone_reward.encoder": "all-MiniLM-L6-v2",
+    "milestone_reward.update_rule": "shorter",
+    "milestone_reward.contrast_margin": 0.0,
+    "algorithm.norm_adv_by_std_in_grpo": True,
+    "algorithm.std_floor": 0.0,
+    "actor_rollout_ref.actor.target_kl": None,
+    "actor_rollout_ref.actor.entropy_coef": 0.0,
+    "env.train_instances_per_task": None,
+    "trainer.total_env_steps": None,
+}
+
+
+def with_legacy_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (a plain nested dict) with every key of ``LEGACY_DEFAULTS`` it lacks filled in."""
+    filled = {section: dict(values) if isinstance(values, dict) else values for section, values in config.items()}
+    for dotted, value in LEGACY_DEFAULTS.items():
+        *parents, leaf = dotted.split(".")
+        node: Any = filled
+        for name in parents:
+            child = node.get(name)
+            if not isinstance(child, dict):
+                break
+            child = dict(child)
+            node[name] = child
+            node = child
+        else:
+            node.setdefault(leaf, value)
+    return filled
+
+
 def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """The resolved config a run was started with, with (few) overrides for resuming it."""
+    """The resolved config a run was started with (keys it predates at their old values, see
+    ``LEGACY_DEFAULTS``), with (few) overrides for resuming it."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml); start one with admire train")
-    cfg = OmegaConf.load(path)
+    loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    cfg = OmegaConf.create(with_legacy_defaults(loaded) if isinstance(loaded, dict) else loaded)
     if overrides:
         cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([o.lstrip("+") for o in overrides]))
     assert isinstance(cfg, DictConfig)

@@ -33,11 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
+from admire.actions import POINTER_ACTIONS, describe
 from admire.milestones.bank import milestone_key
 from admire.milestones.generator import UPDATE_RULES
+from admire.milestones.signature import parse_signature
 from admire.milestones.slots import slot_scheme
 from admire.milestones.update import slot_values_for
-from admire.types import RewardBreakdown, Step, Trajectory
+from admire.types import Observation, RewardBreakdown, Step, Trajectory, UIElement
 
 if TYPE_CHECKING:  # only the matcher's types are needed here; the caller builds and passes the matcher
     from admire.milestones.matcher import Matcher, MatchResult
@@ -56,6 +58,11 @@ DESCRIPTION_SOURCES: tuple[str, ...] = get_args(DescriptionSource)
 MILESTONE_KEYS: tuple[str, ...] = get_args(MilestoneKey)
 MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+DEFAULT_CONTRAST_MARGIN = 0.05
+MAX_CONTRAST_MARGIN = 2.0  # the widest gap two cosines can have
+MAX_COUNTERFACTUALS = 30
+"""Counterfactuals per step: the nearest plausible targets. A screen rarely has more real rivals, and the
+cost (describe + one embedding each, per distinct text) stays a small share of the batch."""
 
 
 class StepJudge(Protocol):
@@ -83,6 +90,9 @@ class RewardConfig:
     are ``matcher`` (its mode: ``grounded`` needs the step's signature to agree, ``sbert`` is the paper's
     text-only matching) and ``encoder`` (the sentence encoder: a local path or an installed model
     package); the caller builds the matcher from them and ``score_batch`` checks that it did.
+    ``contrast_margin`` (grounded matcher only) is the cosine gap by which a step must beat its
+    counterfactuals (``counterfactual_descriptions``) to hit a milestone that has no signature (an LLM's
+    prose); 0 — or null in a config file — turns it off and matches such milestones by the cosine alone.
 
     ``progress`` defaults to ``prefix`` (issue 11, failure 6): a failure is paid k/K only on the steps up
     to its last hit, so the wrong tail after its last real checkpoint earns nothing; ``total`` is the
@@ -102,6 +112,7 @@ class RewardConfig:
     milestone_key: MilestoneKey = "task"
     matcher: MatcherMode = "grounded"
     encoder: str = DEFAULT_ENCODER
+    contrast_margin: float = DEFAULT_CONTRAST_MARGIN
     process_enable: bool = False
     process_weight: float = 1.0
     process_decay_gamma: float = 0.99
@@ -125,6 +136,9 @@ class RewardConfig:
         _check_range("milestone_reward.weight", self.milestone_weight, 0.0, math.inf)
         _check_range("milestone_reward.decay", self.milestone_decay, 0.0, 1.0)
         _check_range("milestone_reward.threshold", self.threshold, -1.0, 1.0)
+        if self.contrast_margin is None:  # null in a config file: the contrast is off
+            object.__setattr__(self, "contrast_margin", 0.0)
+        _check_range("milestone_reward.contrast_margin", self.contrast_margin, 0.0, MAX_CONTRAST_MARGIN)
         _check_range("milestone_reward.zeta", self.zeta, 0.0, math.inf)
         _check_range("process_reward.weight", self.process_weight, -math.inf, math.inf)
         _check_range("process_reward.decay_gamma", self.process_decay_gamma, 0.0, 1.0)
@@ -168,6 +182,9 @@ class RewardConfig:
                     _reject_misspelling(section, str(key), mapping)
                     _check_foreign(section, str(key), value)
                     continue
+                if value is None and field in _NULL_MEANS:
+                    values[field] = _NULL_MEANS[field]
+                    continue
                 values[field] = _coerce(f"{section}.{key}", value, _FIELD_TYPES[field])
         return cls(**values)
 
@@ -178,12 +195,14 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
     "milestone_reward": {"enable": "milestone_enable", "threshold": "threshold", "weight": "milestone_weight",
                          "strategy": "strategy", "decay": "milestone_decay", "zeta": "zeta",
                          "progress": "progress", "description": "description", "key": "milestone_key",
-                         "matcher": "matcher", "encoder": "encoder"},
+                         "matcher": "matcher", "encoder": "encoder", "contrast_margin": "contrast_margin"},
     "process_reward": {"enable": "process_enable", "weight": "process_weight",
                        "decay_gamma": "process_decay_gamma"},
 }
 _FOREIGN_KEYS = {"milestone_reward": {"mode", "update_before_reward", "update_rule", "generator", "static_path",
                                        "llm"}}
+_NULL_MEANS: dict[str, Any] = {"contrast_margin": 0.0}
+"""Fields whose ``null`` in a config file has a meaning (the margin: off)."""
 _FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "float": float}.get(str(f.type), str)
                                  for f in fields(RewardConfig)}
 
@@ -361,6 +380,61 @@ def descriptions_for(step: Step, cfg: RewardConfig) -> list[str]:
     return [grounded, model]
 
 
+def counterfactual_descriptions(step: Step, limit: int = MAX_COUNTERFACTUALS) -> list[str]:
+    """What the step's description would have been had the same action hit another plausible target.
+
+    The contrastive fallback of the grounded matcher (METHOD §3) compares a step against these when the
+    milestone has no signature: a step that typed into the Password field with a Username field on the
+    same screen must score higher against "typed the username" than 'typed … into the Username field'
+    would have, by ``contrast_margin``, or it does not hit. Only pointer actions and ``input_text`` with an
+    index that is on the screen have counterfactuals (a point or a scroll names no element to swap); the
+    targets are the visible, enabled elements the action could have meant — editable ones for typing,
+    clickable, editable or checkable ones for a pointer — except elements that contain the target or lie
+    inside it (the same place on the screen, so the same click). The ``limit`` nearest to the target are
+    kept (screen order where there are no boxes), because a crowded page's far corners are not rivals.
+    """
+    action = step.action
+    observation: Observation | None = step.observation
+    if (action is None or action.index is None or observation is None
+            or (action.action_type not in POINTER_ACTIONS and action.action_type != "input_text")):
+        return []
+    elements = observation.ui_elements
+    if not 0 <= action.index < len(elements):
+        return []
+    target = elements[action.index]
+    typing = action.action_type == "input_text"
+    others = [j for j, element in enumerate(elements)
+              if j != action.index and _plausible_target(element, typing) and not _nested(element, target)]
+    center = target.center
+    if center is not None:
+        others.sort(key=lambda j: _distance(elements[j], center))  # stable: boxless ones last, in order
+    return [describe(action.model_copy(update={"index": j}), observation) for j in others[:limit]]
+
+
+def _plausible_target(element: UIElement, typing: bool) -> bool:
+    if not (element.is_visible and element.is_enabled):
+        return False
+    if typing:
+        return element.is_editable
+    return element.is_clickable or element.is_editable or element.is_checkable
+
+
+def _nested(element: UIElement, target: UIElement) -> bool:
+    """Whether one of the two boxes contains the other (an ancestor or a descendant of the target)."""
+    if element.bbox is None or target.bbox is None:
+        return False
+    (ax0, ax1, ay0, ay1), (bx0, bx1, by0, by1) = element.bbox, target.bbox
+    return (ax0 <= bx0 and bx1 <= ax1 and ay0 <= by0 and by1 <= ay1) or \
+        (bx0 <= ax0 and ax1 <= bx1 and by0 <= ay0 and ay1 <= by1)
+
+
+def _distance(element: UIElement, center: tuple[float, float]) -> float:
+    other = element.center
+    if other is None:
+        return math.inf
+    return math.hypot(other[0] - center[0], other[1] - center[1])
+
+
 # --------------------------------------------------------------------------------------------------
 # Composition
 # --------------------------------------------------------------------------------------------------
@@ -523,15 +597,22 @@ def _match_all(
     matcher: Matcher | None,
     cfg: RewardConfig,
 ) -> dict[int, MatchResult]:
-    items = []
+    items: list[tuple[Any, ...]] = []
     item_positions = []
+    contrast = cfg.matcher == "grounded" and cfg.contrast_margin > 0
     for position, trajectory in zip(positions, trajectories, strict=True):
         milestones = list(lookup(trajectory) or ())
         if not milestones:
             continue  # K = 0: nothing to match, no milestone reward
         descriptions = [_as_matcher_input(descriptions_for(step, cfg)) for step in trajectory.steps]
         values, positional = slot_values_for(trajectory.goal, cfg.slot_scheme)
-        items.append((descriptions, milestones, values, positional))
+        item: tuple[Any, ...] = (descriptions, milestones, values, positional)
+        # Counterfactuals only where the matcher can use them: a milestone without a signature.
+        if contrast and any(parse_signature(milestone) is None for milestone in milestones):
+            counterfactuals = [counterfactual_descriptions(step) for step in trajectory.steps]
+            if any(counterfactuals):
+                item += (counterfactuals,)
+        items.append(item)
         item_positions.append(position)
     if not items:
         return {}
@@ -546,6 +627,10 @@ def _match_all(
     if mode != cfg.matcher:
         raise ValueError(f"the matcher's mode {mode!r} differs from milestone_reward.matcher={cfg.matcher!r}: "
                          "build it as Matcher(mode=cfg.matcher)")
+    margin = getattr(matcher, "contrast_margin", cfg.contrast_margin)
+    if margin != cfg.contrast_margin:
+        raise ValueError(f"the matcher's contrast margin {margin} differs from milestone_reward.contrast_margin="
+                         f"{cfg.contrast_margin}: build it as Matcher(contrast_margin=cfg.contrast_margin)")
     results = matcher.match_many(items)
     if len(results) != len(items):
         raise RuntimeError(f"matcher returned {len(results)} results for {len(items)} trajectories")

@@ -510,7 +510,7 @@ def build_matcher(cfg: RewardConfig, encoder: Encoder | None, probe: Sequence[st
         return None
     from admire.milestones.matcher import Matcher
 
-    matcher = Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher)
+    matcher = Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin)
     try:
         matcher.embed(list(probe))
     except (RuntimeError, OSError, ImportError) as error:

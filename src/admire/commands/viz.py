@@ -107,7 +107,7 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
     if cfg.matches_milestones:
         from admire.milestones.matcher import Matcher
 
-        matcher = Matcher(threshold=cfg.threshold)
+        matcher = Matcher(threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin)
     history = data.milestone_history()
     done = []
     for kind, epoch in pending:

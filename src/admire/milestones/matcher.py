@@ -9,12 +9,20 @@ Two modes (``milestone_reward.matcher``):
   scores "typed "<v2>" into the 'Username' field" against the 'Password' one at 0.79 and "unchecked"
   against "checked" at 0.91, so false hits chain through the pointer; the signature cannot confuse
   them. r_t is still the cosine (Eq. 9 unchanged). A milestone outside the grammar of grounded
-  descriptions (an LLM's prose) has no signature and is matched as in ``sbert``.
+  descriptions (an LLM's prose, "Login button clicked") has no signature; for it the step's cosine must
+  clear δ *and* beat, by ``contrast_margin``, the best cosine of the step's *counterfactuals* — the same
+  action described on the other plausible targets of the same screen (computed by the caller,
+  ``rewards.counterfactual_descriptions``). Without a signature nothing says which field a sentence is
+  about except the encoder, and the encoder scores the wrong field's description nearly as high as the
+  right one; what tells them apart is that the right step is the *best* fit on its screen. A step with no
+  counterfactuals (no screen, no index-based action) is matched by the cosine alone, as in ``sbert``.
 
 Embeddings are cached by text because a batch repeats itself heavily: the same milestones for every
 trajectory of a task, and the same grounded descriptions ("clicked the 'Submit' button") in most of
 them. Every call encodes all the texts it has not seen before in one batch, which is what makes
-matching 256 trajectories × 20 steps cheap. Signatures are parsed once per text and cached too.
+matching 256 trajectories × 20 steps cheap. Counterfactuals join that batch only for trajectories that
+have a milestone without a signature, and only when the contrast is on, so the heuristic generator's
+lists (which always parse) cost nothing extra. Signatures are parsed once per text and cached too.
 
 The sentence encoder sits behind the small ``Encoder`` protocol (``encoders.py``) and is imported only
 when first used, so this module (the pure method) never pulls in torch at import time.
@@ -43,6 +51,7 @@ from admire.milestones.signature import Signature, parse_signature, signatures_a
 from admire.milestones.slots import apply_slots
 
 __all__ = [
+    "DEFAULT_CONTRAST_MARGIN",
     "DEFAULT_ENCODER",
     "DEFAULT_MODE",
     "DEFAULT_THRESHOLD",
@@ -68,15 +77,30 @@ MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
 DEFAULT_MODE: MatcherMode = "grounded"
 """``sbert`` is the paper's text-only matching, one config key away (``milestone_reward.matcher``)."""
 
+DEFAULT_CONTRAST_MARGIN = 0.05
+"""How far (in cosine) a step must beat its best counterfactual to hit a milestone without a signature
+(``milestone_reward.contrast_margin``; 0 turns the contrast off, which is the paper's matching)."""
+MAX_CONTRAST_MARGIN = 2.0
+"""The widest gap two cosines in [-1, 1] can have; a larger margin could never be met."""
+
 StepDescriptions = str | Sequence[str]
 """A step's description, or several alternatives (grounded and model) of which the best counts."""
 
+StepCounterfactuals = Sequence[str] | None
+"""The descriptions of a step's action applied to the other plausible targets on its screen (None: none)."""
+
 MatchItem = (tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str]]
-             | tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str], bool])
-"""(descriptions per step, milestones, slot values[, positional]) — one trajectory for ``Matcher.match_many``.
+             | tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str], bool]
+             | tuple[Sequence[StepDescriptions], Sequence[str], Sequence[str], bool, Sequence[StepCounterfactuals]])
+"""(descriptions per step, milestones, slot values[, positional[, counterfactuals]]) — one trajectory for
+``Matcher.match_many``.
 
 ``positional`` (default False) slots the descriptions with ``<v1>``, ``<v2>`` … in the order of
 ``slot values`` (pass ``slots.positional_values(goal)``) instead of the single ``<value>``.
+``counterfactuals`` (default: none) has one entry per step: the descriptions of the same action on the
+other plausible targets of that step's screen (``rewards.counterfactual_descriptions``). They are slotted
+like the descriptions and used only in grounded mode, with ``contrast_margin > 0``, against milestones
+that have no signature.
 """
 
 
@@ -99,6 +123,10 @@ class MatchResult:
     the milestone it was compared with; None where nothing was compared or the milestone has no
     signature (matched by the cosine alone), and empty in ``sbert`` mode. When no signature agreed,
     ``similarities[t]`` is still the best cosine, so what the gate turned away stays visible.
+    ``rival_similarities[t]`` is the best cosine of step t's counterfactuals to the milestone where the
+    contrast decided (a milestone without a signature, counterfactuals given, the cosine above δ), so a
+    step the margin turned away shows what beat it; None elsewhere, and empty when the contrast is off
+    (``sbert`` mode or ``contrast_margin`` 0).
     """
 
     hits: tuple[Hit | None, ...]
@@ -106,6 +134,7 @@ class MatchResult:
     checked: tuple[int | None, ...]
     num_milestones: int
     signature_agreed: tuple[bool | None, ...] = ()
+    rival_similarities: tuple[float | None, ...] = ()
 
     @property
     def k(self) -> int:
@@ -204,7 +233,8 @@ class Matcher:
 
     ``encoder`` is an ``Encoder``, a name or directory for ``make_encoder``, or None for the process's
     shared all-MiniLM-L6-v2. ``mode`` is ``grounded`` (signature agreement and cosine > δ) or ``sbert``
-    (cosine > δ, the paper's reading).
+    (cosine > δ, the paper's reading). ``contrast_margin`` (grounded mode) is how far a step's cosine to a
+    milestone without a signature must exceed its best counterfactual's; 0 or None turns it off.
     """
 
     def __init__(
@@ -213,6 +243,7 @@ class Matcher:
         threshold: float = DEFAULT_THRESHOLD,
         cache_size: int = 100_000,
         mode: MatcherMode = DEFAULT_MODE,
+        contrast_margin: float | None = DEFAULT_CONTRAST_MARGIN,
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, Real) or not -1.0 <= float(threshold) <= 1.0:
             raise ValueError(
@@ -222,6 +253,12 @@ class Matcher:
         if mode not in MATCHER_MODES:
             raise ValueError(f"milestone_reward.matcher is 'grounded' (signature and similarity) or 'sbert' "
                              f"(similarity only, the paper's), got {mode!r}")
+        if contrast_margin is None:
+            contrast_margin = 0.0
+        if (isinstance(contrast_margin, bool) or not isinstance(contrast_margin, Real)
+                or not 0.0 <= float(contrast_margin) <= MAX_CONTRAST_MARGIN):
+            raise ValueError(f"milestone_reward.contrast_margin is a cosine gap in [0, {MAX_CONTRAST_MARGIN}] "
+                             f"(0 or null turns the contrast off); got {contrast_margin!r}")
         if encoder is None:
             encoder = shared_encoder()
         elif isinstance(encoder, str):
@@ -229,6 +266,7 @@ class Matcher:
         self.encoder: Encoder = encoder
         self.threshold = float(threshold)
         self.mode: MatcherMode = mode
+        self.contrast_margin = float(contrast_margin)
         self._store = EmbeddingStore(self.encoder, cache_size)
         self.cache_size = cache_size
 
@@ -272,32 +310,48 @@ class Matcher:
         """
         return self.match_many([(descriptions, milestones, slot_values, positional)])[0]
 
+    @property
+    def contrasts(self) -> bool:
+        """Whether counterfactuals are used at all: grounded mode with a positive margin."""
+        return self.mode == "grounded" and self.contrast_margin > 0.0
+
     def match_many(self, items: Sequence[MatchItem]) -> list[MatchResult]:
         """``match`` for many trajectories, with every text of the batch encoded in one go."""
         prepared = [_prepare(i, *item) for i, item in enumerate(items)]
         texts: list[str] = []
-        for steps, milestones in prepared:
-            if not milestones:
-                continue  # K == 0: nothing is compared, so nothing needs encoding
-            texts.extend(milestones)
-            for alternatives in steps:
-                texts.extend(alternatives)
+        runs: list[tuple[list[tuple[str, ...]], tuple[str, ...], list[tuple[str, ...]] | None]] = []
+        for steps, milestones, counterfactuals in prepared:
+            rivals = None
+            if milestones:  # K == 0: nothing is compared, so nothing needs encoding
+                texts.extend(milestones)
+                for alternatives in steps:
+                    texts.extend(alternatives)
+                if (self.contrasts and any(counterfactuals)
+                        and any(parse_signature(milestone) is None for milestone in milestones)):
+                    rivals = [_distinct(alternatives, others)
+                              for alternatives, others in zip(steps, counterfactuals, strict=True)]
+                    for others in rivals:
+                        texts.extend(others)
+            runs.append((steps, milestones, rivals))
         vectors = self.embed(texts) if texts else {}
-        return [self._pointer(steps, milestones, vectors) for steps, milestones in prepared]
+        return [self._pointer(steps, milestones, vectors, rivals) for steps, milestones, rivals in runs]
 
     def _pointer(
         self,
         steps: list[tuple[str, ...]],
         milestones: tuple[str, ...],
         vectors: dict[str, np.ndarray],
+        rivals: list[tuple[str, ...]] | None = None,
     ) -> MatchResult:
         grounded = self.mode == "grounded"
         hits: list[Hit | None] = []
         similarities: list[float | None] = []
         checked: list[int | None] = []
         agreed: list[bool | None] = []
+        rival_scores: list[float | None] = []
         pointer = 0
-        for alternatives in steps:
+        for t, alternatives in enumerate(steps):
+            rival_scores.append(None)
             if pointer >= len(milestones) or not alternatives:
                 hits.append(None)
                 similarities.append(None)
@@ -313,18 +367,38 @@ class Matcher:
             similarities.append(score)
             checked.append(pointer)
             agreed.append(None if wanted is None else bool(agreeing))
-            if agreeing and score > self.threshold:
+            hit = bool(agreeing) and score > self.threshold
+            if hit and wanted is None and rivals is not None and rivals[t]:
+                # No signature says which element the milestone means: the step must be the best fit on
+                # its screen, by the margin, not merely close (the wrong field scores nearly as high).
+                rival = max(_cosine(vectors[text], target) for text in rivals[t])
+                rival_scores[t] = rival
+                hit = score - rival > self.contrast_margin
+            if hit:
                 hits.append(Hit(pointer, milestone, score))
                 pointer += 1
             else:
                 hits.append(None)
         return MatchResult(tuple(hits), tuple(similarities), tuple(checked), len(milestones),
-                           tuple(agreed) if grounded else ())
+                           tuple(agreed) if grounded else (), tuple(rival_scores) if self.contrasts else ())
 
 
 def _agreeing(alternatives: tuple[str, ...], wanted: Signature) -> tuple[str, ...]:
     """The alternatives whose signature agrees with the milestone's; text outside the grammar never does."""
     return tuple(text for text in alternatives if signatures_agree(parse_signature(text), wanted))
+
+
+def _distinct(alternatives: tuple[str, ...], counterfactuals: tuple[str, ...]) -> tuple[str, ...]:
+    """The counterfactuals that describe another step than the step's own descriptions.
+
+    A counterfactual that reads the same as the step, or whose signature agrees with one of the step's
+    (a container labelled like the button it holds: "clicked the 'Login' element"), is the same step
+    rendered twice; as a rival it would make the right step lose against itself.
+    """
+    own = {signature for signature in map(parse_signature, alternatives) if signature is not None}
+    return tuple(text for text in counterfactuals
+                 if text not in alternatives
+                 and not any(signatures_agree(parse_signature(text), signature) for signature in own))
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -337,8 +411,9 @@ def _prepare(
     milestones: Sequence[str],
     slot_values: Sequence[str] = (),
     positional: bool = False,
-) -> tuple[list[tuple[str, ...]], tuple[str, ...]]:
-    """Validate one trajectory's inputs and slot its descriptions; blank alternatives are dropped."""
+    counterfactuals: Sequence[StepCounterfactuals] | None = None,
+) -> tuple[list[tuple[str, ...]], tuple[str, ...], list[tuple[str, ...]]]:
+    """Validate one trajectory's inputs and slot its descriptions and counterfactuals; blanks are dropped."""
     where = f"match item {position}"
     if not isinstance(positional, bool):
         raise TypeError(f"{where}: the 4th element (positional) must be True or False, got {positional!r}")
@@ -370,4 +445,39 @@ def _prepare(
             if text.strip():
                 kept.append(apply_slots(text, values, positional=positional) if values else text)
         steps.append(tuple(dict.fromkeys(kept)))
-    return steps, tuple(milestones)
+    return steps, tuple(milestones), _prepare_counterfactuals(where, counterfactuals, len(steps), values, positional)
+
+
+def _prepare_counterfactuals(
+    where: str,
+    counterfactuals: Sequence[StepCounterfactuals] | None,
+    num_steps: int,
+    values: tuple[str, ...],
+    positional: bool,
+) -> list[tuple[str, ...]]:
+    """One tuple of slotted counterfactual texts per step (empty where none were given)."""
+    if counterfactuals is None:
+        return [()] * num_steps
+    if isinstance(counterfactuals, str) or not isinstance(counterfactuals, Sequence):
+        raise TypeError(f"{where}: the 5th element (counterfactuals) must be a sequence with one list of "
+                        f"strings per step, got {type(counterfactuals).__name__}")
+    if len(counterfactuals) != num_steps:
+        raise ValueError(f"{where}: {len(counterfactuals)} lists of counterfactuals for {num_steps} steps; "
+                         "give one (possibly empty) list per step")
+    prepared: list[tuple[str, ...]] = []
+    for t, entry in enumerate(counterfactuals):
+        if entry is None:
+            prepared.append(())
+            continue
+        if isinstance(entry, str) or not isinstance(entry, Sequence):
+            raise TypeError(f"{where}: the counterfactuals of step {t} must be a sequence of strings, "
+                            f"got {type(entry).__name__}")
+        kept: list[str] = []
+        for text in entry:
+            if not isinstance(text, str):
+                raise TypeError(f"{where}: the counterfactuals of step {t} must be strings, "
+                                f"got {type(text).__name__}")
+            if text.strip():
+                kept.append(apply_slots(text, values, positional=positional) if values else text)
+        prepared.append(tuple(dict.fromkeys(kept)))
+    return prepared

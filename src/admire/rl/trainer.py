@@ -268,7 +268,8 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
 def build_matcher(reward_cfg: RewardConfig, encoder: Encoder | None = None) -> Matcher:
     """The matcher of ``milestone_reward.matcher`` (grounded | sbert) over ``milestone_reward.encoder``."""
     return Matcher(encoder=encoder if encoder is not None else make_encoder(reward_cfg.encoder),
-                   threshold=reward_cfg.threshold, mode=reward_cfg.matcher)
+                   threshold=reward_cfg.threshold, mode=reward_cfg.matcher,
+                   contrast_margin=reward_cfg.contrast_margin)
 
 
 def build_judge(cfg: DictConfig) -> StepJudge:

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from admire.config import with_legacy_defaults
 from admire.milestones.bank import MilestoneBank, MilestoneBankError, MilestoneList, milestone_key
 from admire.runs import RunDir
 from admire.tracking import read_metrics
@@ -194,7 +195,7 @@ class RunData:
                 loaded = yaml.safe_load(self.run.config.read_text(encoding="utf-8"))
             except (OSError, yaml.YAMLError):
                 return {}
-            return loaded if isinstance(loaded, dict) else {}
+            return with_legacy_defaults(loaded) if isinstance(loaded, dict) else {}
 
         return self._caches.get("config", signature(self.run.config), load)
 
