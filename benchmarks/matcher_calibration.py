@@ -1,4 +1,4 @@
-"""How often does the matcher's "hit" agree with a person's "same step?" label (METHOD §3, §7)?
+"""How often does the matcher's "hit" agree with a person's "same step?" label (method.md §3, §7)?
 
 The paper reports 81.3% agreement at δ = 0.75 on 500 pairs. ``data/matcher_pairs.jsonl`` holds this
 project's own hand-labelled pairs of GUI steps, web and phone: a grounded description (what

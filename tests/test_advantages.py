@@ -1,4 +1,4 @@
-"""Advantage estimators of METHOD §5 against hand-computed groups, plus properties of the formulas."""
+"""Advantage estimators of method.md §5 against hand-computed groups, plus properties of the formulas."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``update_bank``: the bank update from one batch (METHOD §2, Adaptive update, Order within a batch)."""
+"""``update_bank``: the bank update from one batch (method.md §2, Adaptive update, Order within a batch)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The heuristic Φ (METHOD §2) on hand-built trajectories whose descriptions come from the real
+"""The heuristic Φ (method.md §2) on hand-built trajectories whose descriptions come from the real
 ``actions.describe``, and the generator registry."""
 
 from __future__ import annotations

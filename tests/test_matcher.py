@@ -1,4 +1,4 @@
-"""The ordered pointer of METHOD §3, with a table encoder whose similarities are set exactly, and the
+"""The ordered pointer of method.md §3, with a table encoder whose similarities are set exactly, and the
 real all-MiniLM-L6-v2 encoder on grounded-description / milestone pairs."""
 
 from __future__ import annotations

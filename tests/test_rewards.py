@@ -1,4 +1,4 @@
-"""METHOD §4 rewards against hand-computed examples (the arithmetic is in the comments)."""
+"""method.md §4 rewards against hand-computed examples (the arithmetic is in the comments)."""
 
 from __future__ import annotations
 
@@ -434,7 +434,7 @@ def test_config_from_the_original_projects_nested_keys():
                                process_enable=True, process_weight=2.0, process_decay_gamma=0.95,
                                format_weight=1.0, matcher="sbert", encoder="/models/minilm")
     assert RewardConfig.from_mapping({}) == RewardConfig()
-    assert not RewardConfig().process_enable  # the paper exactly (METHOD §4)
+    assert not RewardConfig().process_enable  # the paper exactly (method.md §4)
 
 
 def test_config_defaults_and_the_new_keys_of_issue_11():

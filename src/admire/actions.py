@@ -4,10 +4,10 @@ Three jobs that every policy and every backend share, so they live in one place:
 
 * ``validate_action`` applies AndroidWorld's rules to a JSON action and names the rule it broke;
 * ``parse_model_output`` reads the ``Reason: … Action: {json}`` text of M3A/T3A-style agents and never
-  raises — unreadable output is a format penalty (METHOD §4), not a crashed rollout;
+  raises — unreadable output is a format penalty (method.md §4), not a crashed rollout;
 * ``describe`` turns an executed action and the screen it acted on into the sentence the milestone
   matcher compares. It is built from the UI element, not the model's words, so a policy cannot earn
-  milestone reward by narrating (METHOD §3).
+  milestone reward by narrating (method.md §3).
 """
 
 from __future__ import annotations

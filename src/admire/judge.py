@@ -1,4 +1,4 @@
-"""The LLM step judge: the paper's process-reward baseline (``reward.mode: judge``, METHOD §4).
+"""The LLM step judge: the paper's process-reward baseline (``reward.mode: judge``, method.md §4).
 
 An LLM reads the goal and the steps of a trajectory and scores each step's contribution in [0, 1].
 It is a baseline to compare ADMIRE against, so it must never be the reason a run stops or a reward is

@@ -1,4 +1,4 @@
-"""Per-step rewards of METHOD §4: outcome, format, asymmetric milestone, process return, λ(e).
+"""Per-step rewards of method.md §4: outcome, format, asymmetric milestone, process return, λ(e).
 
 Plain functions on plain data: a ``MatchResult`` from the matcher and a ``Trajectory`` go in, one
 ``RewardBreakdown`` per step comes out. No torch, no browser, no encoder at import time, so any trainer
@@ -80,9 +80,9 @@ class StepJudge(Protocol):
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Every knob of METHOD §4, with the project's defaults.
+    """Every knob of method.md §4, with the project's defaults.
 
-    ``process_enable`` defaults to False because METHOD §4 says ``enable: false`` is the paper exactly;
+    ``process_enable`` defaults to False because method.md §4 says ``enable: false`` is the paper exactly;
     the original project's yaml turns it on, which ``from_mapping`` honours when the key is given.
     ``judge_weight``/``judge_decay`` weight the judge baseline with the same shape of schedule as the
     milestone term (0.3·0.9^e by default), so that the two dense signals are compared at equal strength.
@@ -147,7 +147,7 @@ class RewardConfig:
 
     @property
     def slot_scheme(self) -> str:
-        """How the episode's literal values are hidden for this key (METHOD §2, Slots; ``slots.slot_scheme``):
+        """How the episode's literal values are hidden for this key (method.md §2, Slots; ``slots.slot_scheme``):
         ``none`` for instruction keys, ``single`` (``<value>``) for task keys, ``positional`` (``<v1>``…)
         for skeleton keys."""
         return slot_scheme(self.milestone_key)
@@ -271,7 +271,7 @@ def _check_epoch(epoch: int) -> None:
 
 
 def milestone_step_rewards(match: MatchResult, success: bool, cfg: RewardConfig) -> list[float]:
-    """R_mil(t) for every step, before λ (METHOD §4): the progress term plus the hit term.
+    """R_mil(t) for every step, before λ (method.md §4): the progress term plus the hit term.
 
     ``mix``: a success is *denoised* (only its hit steps earn r_t^mil, so wasted steps earn nothing); a
     failure is *scaffolded* (steps earn the progress k/K, hit steps also ζ·r_t^mil), so a near miss
@@ -366,7 +366,7 @@ def format_penalty(step: Step) -> float:
 
 
 def descriptions_for(step: Step, cfg: RewardConfig) -> list[str]:
-    """The description(s) of a step that the matcher compares (METHOD §3, ``description``).
+    """The description(s) of a step that the matcher compares (method.md §3, ``description``).
 
     ``model`` falls back to the grounded description when the model gave none, so a silent model is
     matched on what it did rather than on an empty string; ``both`` lets the matcher take the maximum.
@@ -383,7 +383,7 @@ def descriptions_for(step: Step, cfg: RewardConfig) -> list[str]:
 def counterfactual_descriptions(step: Step, limit: int = MAX_COUNTERFACTUALS) -> list[str]:
     """What the step's description would have been had the same action hit another plausible target.
 
-    The contrastive fallback of the grounded matcher (METHOD §3) compares a step against these when the
+    The contrastive fallback of the grounded matcher (method.md §3) compares a step against these when the
     milestone has no signature: a step that typed into the Password field with a Username field on the
     same screen must score higher against "typed the username" than 'typed … into the Username field'
     would have, by ``contrast_margin``, or it does not hit. Only pointer actions and ``input_text`` with an

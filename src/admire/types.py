@@ -38,7 +38,7 @@ class Frozen(BaseModel):
 
 
 class Termination(StrEnum):
-    """Why an episode ended (METHOD §1). ``env_error`` trajectories are never scored."""
+    """Why an episode ended (method.md §1). ``env_error`` trajectories are never scored."""
 
     SUCCESS = "success"
     AGENT_STOP = "agent_stop"
@@ -216,7 +216,7 @@ class Trajectory(Frozen):
 
 
 class RewardBreakdown(Frozen):
-    """Every term of R_total(t) for one step, so that the viewer can explain any reward (METHOD §4)."""
+    """Every term of R_total(t) for one step, so that the viewer can explain any reward (method.md §4)."""
 
     outcome: float = 0.0
     format: float = 0.0

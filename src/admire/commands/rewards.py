@@ -2,7 +2,7 @@
 
 What ADMIRE would pay for a set of episodes, without training: an epoch of a recorded run, hand-written
 trajectories, the case of an issue. The file is scored exactly as the trainer scores one epoch's batch
-(METHOD §2, order within a batch): the successes distil milestones first, into a bank that lives in
+(method.md §2, order within a batch): the successes distil milestones first, into a bank that lives in
 memory only, then ``score_batch`` computes every step's ``RewardBreakdown`` with λ of ``--epoch``. With
 ``--milestones`` the lists of a milestone file are used as they are (static, the paper's Table 3
 control) and nothing is distilled. Steps recorded without a grounded description get one from their

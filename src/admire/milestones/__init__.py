@@ -1,4 +1,4 @@
-"""Milestones: the abstraction Φ, the durable bank, slots, and the ordered-pointer matcher (METHOD §2–§3).
+"""Milestones: the abstraction Φ, the durable bank, slots, and the ordered-pointer matcher (method.md §2–§3).
 
 This package is the pure method: it imports no torch, browser or server code at import time. The
 sentence encoder is loaded by ``MiniLMEncoder`` the first time it encodes.

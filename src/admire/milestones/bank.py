@@ -1,4 +1,4 @@
-"""The milestone bank: durable, versioned milestone lists per key (METHOD §2, Durability).
+"""The milestone bank: durable, versioned milestone lists per key (method.md §2, Durability).
 
 SQLite in WAL mode, one row per version, nothing ever overwritten: a run killed at any instant
 reopens with the last committed version of every list, and the history of a list (who wrote it, from
@@ -178,7 +178,7 @@ class MilestoneBank:
         return int(row[0] or 0)
 
     def coverage(self, keys_seen: Iterable[str]) -> float:
-        """Keys with milestones / keys seen (0.0 when nothing was seen): a logged metric (METHOD §2)."""
+        """Keys with milestones / keys seen (0.0 when nothing was seen): a logged metric (method.md §2)."""
         seen = set(keys_seen)
         if not seen:
             return 0.0
@@ -360,7 +360,7 @@ def milestone_key(
     goal: str | None = None,
     key: KeyKind = "task",
 ) -> str:
-    """The key a list is stored under (METHOD §2, Key; §7).
+    """The key a list is stored under (method.md §2, Key; §7).
 
     ``task``: the task name (``miniwob/login-user``), shared by every instance of the template.
     ``instruction``: the instruction itself, prefixed with the task name so that two suites that

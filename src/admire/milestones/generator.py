@@ -1,4 +1,4 @@
-"""The abstraction function Φ: successful trajectory → ordered milestone phrases (METHOD §2).
+"""The abstraction function Φ: successful trajectory → ordered milestone phrases (method.md §2).
 
 Two implementations share the ``MilestoneGenerator`` protocol: ``heuristic`` here (offline, the
 default) and ``llm`` in ``llm_generator.py``, which registers itself with ``register_generator`` and
@@ -29,7 +29,7 @@ from admire.types import Step, Trajectory
 
 MIN_MILESTONES = 2
 MAX_MILESTONES = 8
-"""K is kept in [2, 8] as in the paper (METHOD §2). A list of one checkpoint is what a degenerate success
+"""K is kept in [2, 8] as in the paper (method.md §2). A list of one checkpoint is what a degenerate success
 ("select nothing, click Submit") leaves behind; paying k/K = 1 for that one step teaches failures to
 submit at once, so such a list is never stored."""
 

@@ -1,4 +1,4 @@
-"""Φ_llm: milestones written by an LLM from a successful trajectory (METHOD §2, the paper's GPT-4o).
+"""Φ_llm: milestones written by an LLM from a successful trajectory (method.md §2, the paper's GPT-4o).
 
 The LLM sees the goal and the grounded descriptions of the run's steps (with the agent's reasons), and
 answers JSON. The answer is validated strictly; anything else — endpoint down, timeout, chatter with no

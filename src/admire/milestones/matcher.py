@@ -1,4 +1,4 @@
-"""Matching step descriptions against milestones with an ordered pointer (METHOD §3, §7).
+"""Matching step descriptions against milestones with an ordered pointer (method.md §3, §7).
 
 Two modes (``milestone_reward.matcher``):
 
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 DEFAULT_THRESHOLD = 0.75
-"""δ of METHOD §3 (the paper's value)."""
+"""δ of method.md §3 (the paper's value)."""
 
 MatcherMode = Literal["grounded", "sbert"]
 MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
@@ -106,7 +106,7 @@ that have no signature.
 
 @dataclass(frozen=True)
 class Hit:
-    """Step t reached milestone ``milestone_index`` with this similarity (r_t^mil of METHOD §3)."""
+    """Step t reached milestone ``milestone_index`` with this similarity (r_t^mil of method.md §3)."""
 
     milestone_index: int
     milestone: str
@@ -138,7 +138,7 @@ class MatchResult:
 
     @property
     def k(self) -> int:
-        """The number of milestones hit (k of METHOD §3)."""
+        """The number of milestones hit (k of method.md §3)."""
         return sum(hit is not None for hit in self.hits)
 
     @property
@@ -229,7 +229,7 @@ class EmbeddingStore:
 
 
 class Matcher:
-    """Cosine similarity with an embedding cache, and the ordered pointer of METHOD §3.
+    """Cosine similarity with an embedding cache, and the ordered pointer of method.md §3.
 
     ``encoder`` is an ``Encoder``, a name or directory for ``make_encoder``, or None for the process's
     shared all-MiniLM-L6-v2. ``mode`` is ``grounded`` (signature agreement and cosine > δ) or ``sbert``

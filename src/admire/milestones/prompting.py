@@ -2,7 +2,7 @@
 
 The milestone generator and the step judge show the LLM the same thing — the goal and one line per
 step built from the framework's grounded description — so that the milestones an LLM writes read like the
-descriptions they will later be matched against (METHOD §3), and the judge sees what the matcher sees.
+descriptions they will later be matched against (method.md §3), and the judge sees what the matcher sees.
 Templates use ``string.Template`` (``$name``) because they hold JSON examples full of braces.
 """
 

@@ -1,4 +1,4 @@
-"""Slot placeholders: one milestone list for every instance of a templated task (METHOD §2, Slots; §7).
+"""Slot placeholders: one milestone list for every instance of a templated task (method.md §2, Slots; §7).
 
 MiniWoB++ and AndroidWorld draw a task's parameters per episode ("Enter the username "karrie" …",
 next episode "… "vina" …"). With milestones shared between instances, the literal values of the

@@ -1,4 +1,4 @@
-"""Updating the bank from one batch of trajectories (METHOD §2, Adaptive update and Order within a batch).
+"""Updating the bank from one batch of trajectories (method.md §2, Adaptive update and Order within a batch).
 
 For each key, the batch's successes (never ``env_error`` episodes) are considered; the shortest one
 (fewest steps; the first of equals in batch order, so the result does not depend on timing) either
@@ -152,7 +152,7 @@ def _update_key(
             phrases: list[str] | None = slot(generator.initialise(trajectory))
         else:
             phrases = ask_update(generator, list(current.milestones), trajectory, slot=slot, rule=rule)
-    except Exception as error:  # a bad generator must not stop training (METHOD §2)
+    except Exception as error:  # a bad generator must not stop training (method.md §2)
         log.exception("milestone generator %r failed on %s (trajectory %s); %s left as it was",
                       generator.name, name, trajectory.id, name)
         return unchanged("skipped", f"generator {generator.name!r} failed: {error!r}")

@@ -1,4 +1,4 @@
-"""Group-relative advantages over step rewards (METHOD §5), behind a registry like verl's.
+"""Group-relative advantages over step rewards (method.md §5), behind a registry like verl's.
 
 An estimator takes one *group* (the rollouts of one task) as ``GroupSample``s — each trajectory's per-step
 R_total(t), its outcome and whether it is excluded — and returns an ``AdvantageResult``: one tuple of
@@ -21,7 +21,7 @@ Why a floor (issue 11, failure 4): dividing by the group's own std makes the adv
 scale-free. In a group whose outcomes tie (all fail), the only differences are λ(e)·R_mil, and the
 z-score divides λ(e) away again — at epoch 59, λ = 0.3·0.9^59 ≈ 0.0006, an all-fail group still gets
 advantages of ±1…3 from milestone noise, as strong as at epoch 0. With a floor, a group whose spread is
-below it is divided by the floor instead, so its advantages shrink with λ(e), as METHOD §4 intends.
+below it is divided by the floor instead, so its advantages shrink with λ(e), as method.md §4 intends.
 
 ``SHIPPED_STD_FLOOR`` = 0.1, from the reward scale. The outcome is 0/1, so in a group where outcomes
 differ the step-pooled spread is at least about √(p(1−p)) with p the successes' share of the pooled

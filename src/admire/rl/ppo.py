@@ -1,4 +1,4 @@
-"""The policy update: PPO-clip over step-level samples (METHOD §5, paper Eq. 12), top to bottom.
+"""The policy update: PPO-clip over step-level samples (method.md §5, paper Eq. 12), top to bottom.
 
 A sample is one step: the decision (screen, history, text written), the log-probability the policy
 gave it when it acted, its advantage, the clip range its group asked for (DAPO's clip-higher) and how

@@ -3,7 +3,7 @@
 All live episodes advance in lockstep: one batched policy call decides for every environment, then
 the environments step concurrently in threads (a browser or an emulator is I/O, so threads suffice
 and the policy keeps the CPU). An environment that crashes is restarted and its episode re-run, so
-groups stay full and a crash is never scored as a failure (METHOD §5).
+groups stay full and a crash is never scored as a failure (method.md §5).
 """
 
 from __future__ import annotations

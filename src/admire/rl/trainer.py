@@ -140,7 +140,7 @@ def train(
                 run.write_trajectories("train", epoch, trajectories)
             usable = [t for t in trajectories if not t.excluded]
 
-            # 2. Milestones: distil from this batch's successes before scoring it (METHOD §2, order).
+            # 2. Milestones: distil from this batch's successes before scoring it (method.md §2, order).
             milestone_started = time.perf_counter()
             changes = []
             if reward_cfg.matches_milestones and cfg.milestone_reward.update_before_reward:
