@@ -189,11 +189,12 @@ def test_export_opens_offline_with_images_decoded(browser, real_run, tmp_path):
     assert not browser.find_element("id", "run").is_displayed()  # one page at a time
     images = page.find_elements("css selector", "figure.shot img")
     assert images
-    deadline = time.monotonic() + 10
-    while not all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)
-                  for i in images):
-        assert time.monotonic() < deadline, "an exported screenshot did not decode"
-        time.sleep(0.05)
+    for image in images:  # screenshots load lazily: bring each into view, as a reader scrolling would
+        browser.execute_script("arguments[0].scrollIntoView()", image)
+        deadline = time.monotonic() + 30  # generous: a loaded 2-core CI machine decodes slowly
+        while not browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", image):
+            assert time.monotonic() < deadline, "an exported screenshot did not decode"
+            time.sleep(0.05)
     requested = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
     urls = [m["params"]["request"]["url"] for m in requested if m["method"] == "Network.requestWillBeSent"]
     assert urls and all(u.startswith(("file://", "data:")) for u in urls), urls
