@@ -435,16 +435,8 @@ def _prepare(
         else:
             raise TypeError(f"{where}: the description of step {t} must be a string or a sequence of "
                             f"strings, got {type(entry).__name__}")
-        kept: list[str] = []
-        for text in alternatives:
-            if text is None:
-                continue
-            if not isinstance(text, str):
-                raise TypeError(f"{where}: the description of step {t} must be a string or a sequence of "
-                                f"strings, got {type(text).__name__}")
-            if text.strip():
-                kept.append(apply_slots(text, values, positional=positional) if values else text)
-        steps.append(tuple(dict.fromkeys(kept)))
+        steps.append(_slotted_texts(alternatives, f"{where}: the description of step {t} must be a string or "
+                                    "a sequence of strings", values, positional))
     return steps, tuple(milestones), _prepare_counterfactuals(where, counterfactuals, len(steps), values, positional)
 
 
@@ -472,12 +464,20 @@ def _prepare_counterfactuals(
         if isinstance(entry, str) or not isinstance(entry, Sequence):
             raise TypeError(f"{where}: the counterfactuals of step {t} must be a sequence of strings, "
                             f"got {type(entry).__name__}")
-        kept: list[str] = []
-        for text in entry:
-            if not isinstance(text, str):
-                raise TypeError(f"{where}: the counterfactuals of step {t} must be strings, "
-                                f"got {type(text).__name__}")
-            if text.strip():
-                kept.append(apply_slots(text, values, positional=positional) if values else text)
-        prepared.append(tuple(dict.fromkeys(kept)))
+        prepared.append(_slotted_texts(entry, f"{where}: the counterfactuals of step {t} must be strings",
+                                       values, positional))
     return prepared
+
+
+def _slotted_texts(texts: Sequence[object], rule: str, values: tuple[str, ...], positional: bool) -> tuple[str, ...]:
+    """The non-blank strings of ``texts``, slotted and without repeats; None is skipped, anything else
+    that is not a string breaks ``rule``."""
+    kept: list[str] = []
+    for text in texts:
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            raise TypeError(f"{rule}, got {type(text).__name__}")
+        if text.strip():
+            kept.append(apply_slots(text, values, positional=positional) if values else text)
+    return tuple(dict.fromkeys(kept))
