@@ -23,6 +23,19 @@ logger = logging.getLogger("admire.judge")
 JUDGE_PROMPT = "judge_step.txt"
 
 
+def judge_endpoint(section: object) -> dict[str, Any]:
+    """The ``reward.judge`` section as a dict, refused in one line when it names no endpoint.
+
+    ``admire train`` (before it makes a run directory) and ``admire rewards`` (before it reads a file)
+    both ask, so the rule and its message live here, beside the judge they configure.
+    """
+    values = dict(section) if isinstance(section, Mapping) else {}
+    if not values.get("base_url") or not values.get("model"):
+        raise ValueError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url and "
+                         "reward.judge.model (e.g. reward.judge.base_url=http://localhost:8000/v1)")
+    return values
+
+
 class LLMJudge:
     """Scores steps through a chat endpoint; satisfies ``rewards.StepJudge``.
 

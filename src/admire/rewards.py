@@ -157,6 +157,12 @@ class RewardConfig:
         """Whether computing this config's rewards needs the matcher at all."""
         return self.mode == "admire" and self.milestone_enable
 
+    @staticmethod
+    def config_keys() -> list[str]:
+        """The dotted config keys ``from_mapping`` reads (``milestone_reward.threshold`` …), for tools that
+        check a user's overrides before building the config."""
+        return [f"{section}.{key}" for section, keys in _SECTION_KEYS.items() for key in keys]
+
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any]) -> RewardConfig:
         """Read the original project's nested keys (``milestone_reward.*``, ``process_reward.*``, ``reward.*``).

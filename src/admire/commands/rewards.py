@@ -270,9 +270,9 @@ def _override_key(text: str) -> str:
 
 def _reward_keys() -> set[str]:
     """Keys ``RewardConfig`` reads even where the shipped config does not list them (``reward.judge_weight``)."""
-    from admire.rewards import _SECTION_KEYS
+    from admire.rewards import RewardConfig
 
-    return {f"{section}.{key}" for section, keys in _SECTION_KEYS.items() for key in keys}
+    return set(RewardConfig.config_keys())
 
 
 def _unknown_key(key: str, defaults: Mapping[str, Any]) -> str:
@@ -480,15 +480,14 @@ def build_generator(section: Mapping[str, Any], needed: bool) -> MilestoneGenera
 
 def build_judge(section: Mapping[str, Any]) -> StepJudge:
     """The LLM step judge of ``reward.mode=judge``, from ``reward.judge`` (an OpenAI-compatible endpoint)."""
-    from admire.judge import LLMJudge
+    from admire.judge import LLMJudge, judge_endpoint
 
-    judge = section.get("judge")
-    judge = judge if isinstance(judge, Mapping) else {}
-    if not judge.get("base_url") or not judge.get("model"):
-        raise InputError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url and "
-                         "reward.judge.model (e.g. reward.judge.base_url=http://localhost:8000/v1)")
     try:
-        return LLMJudge.from_config(judge)
+        endpoint = judge_endpoint(section.get("judge"))
+    except ValueError as error:
+        raise InputError(str(error)) from None
+    try:
+        return LLMJudge.from_config(endpoint)
     except (TypeError, ValueError) as error:
         raise InputError(f"reward.judge: {_one_line(str(error))}") from None
 

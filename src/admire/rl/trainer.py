@@ -31,7 +31,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Decision, Policy, make_policy
-from admire.config import first
+from admire.config import LEGACY_DEFAULTS, first
 from admire.envs import make_env
 from admire.envs.suites import Suite, get_suite
 from admire.milestones.bank import MilestoneBank, milestone_key
@@ -232,10 +232,10 @@ class LoopSettings:
         for key, value in (("env.train_instances_per_task", instances), ("trainer.total_env_steps", budget)):
             if value is not None and value < 1:
                 raise ValueError(f"{key} must be a positive integer or null, got {value}")
-        options = {"norm_by_std": bool(OmegaConf.select(cfg, "algorithm.norm_adv_by_std_in_grpo", default=True)),
-                   "std_floor": float(OmegaConf.select(cfg, "algorithm.std_floor", default=0.0))}
+        options = {"norm_by_std": bool(_legacy(cfg, "algorithm.norm_adv_by_std_in_grpo")),
+                   "std_floor": float(_legacy(cfg, "algorithm.std_floor"))}
         return cls(instances_per_task=instances, total_env_steps=budget,
-                   update_rule=str(OmegaConf.select(cfg, "milestone_reward.update_rule", default="shorter")),
+                   update_rule=str(_legacy(cfg, "milestone_reward.update_rule")),
                    advantage_options=options)
 
 
@@ -252,7 +252,7 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
 def ppo_config(cfg: DictConfig) -> PPOConfig:
     """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``entropy_coef`` optional)."""
     actor = cfg.actor_rollout_ref.actor
-    target_kl = OmegaConf.select(actor, "target_kl", default=None)
+    target_kl = _legacy(cfg, "actor_rollout_ref.actor.target_kl")
     return PPOConfig(
         epochs=int(actor.ppo_epochs),
         minibatch_size=int(actor.ppo_mini_batch_size),
@@ -260,7 +260,7 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         clip_high=float(actor.clip_ratio_high),
         kl_coef=float(actor.kl_coef),
         max_grad_norm=float(actor.max_grad_norm),
-        entropy_coef=float(OmegaConf.select(actor, "entropy_coef", default=0.0)),
+        entropy_coef=float(_legacy(cfg, "actor_rollout_ref.actor.entropy_coef")),
         target_kl=None if target_kl is None else float(target_kl),
     )
 
@@ -282,13 +282,10 @@ def build_judge(cfg: DictConfig) -> StepJudge:
 
 
 def _judge_section(cfg: DictConfig) -> dict[str, Any]:
+    from admire.judge import judge_endpoint
+
     section = OmegaConf.select(cfg, "reward.judge", default=None)
-    values = OmegaConf.to_container(section, resolve=True) if OmegaConf.is_dict(section) else {}
-    assert isinstance(values, dict)
-    if not values.get("base_url") or not values.get("model"):
-        raise ValueError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url and "
-                         "reward.judge.model (e.g. reward.judge.base_url=http://localhost:8000/v1)")
-    return values
+    return judge_endpoint(OmegaConf.to_container(section, resolve=True) if OmegaConf.is_dict(section) else None)
 
 
 def judge_metrics(judge: StepJudge | None) -> dict[str, float]:
@@ -296,6 +293,11 @@ def judge_metrics(judge: StepJudge | None) -> dict[str, float]:
     if judge is None or not hasattr(judge, "failures"):
         return {}
     return {"judge/calls": float(getattr(judge, "calls", 0)), "judge/failures": float(judge.failures)}
+
+
+def _legacy(cfg: DictConfig, key: str) -> Any:
+    """``key``, or the value a run written before it existed behaved with (``config.LEGACY_DEFAULTS``)."""
+    return OmegaConf.select(cfg, key, default=LEGACY_DEFAULTS[key])
 
 
 def _optional_int(cfg: DictConfig, key: str) -> int | None:
