@@ -4,7 +4,10 @@ are killed at random, then a full account of every episode.
 Set-up: one ``DevicePool`` of real MiniWoB++ devices behind the real API (uvicorn on 127.0.0.1, on a
 thread of this process so the injector can reach the browsers), ``--clients`` threads each driving a
 ``RemoteEnv`` with a random clicking policy, and an injector thread that SIGKILLs the browser of a
-random device every ``--crash-every`` seconds on average (exponential gaps).
+random device every ``--crash-every`` seconds on average (exponential gaps). Before a step, a client
+sends, with probability ``--hostile-rate``, a hostile step for its live session instead of (then as
+well as) its action: an oversized text (over ``MAX_TEXT_CHARS``, sometimes over the body limit) or a
+body nested thousands of levels deep, over a connection of its own with its own client id.
 
 What it checks, and reports:
 
@@ -13,6 +16,9 @@ What it checks, and reports:
   surfaced as ``EnvCrashed``) is recorded by the server exactly once with the same outcome, and the
   server records nothing more (a crash during ``reset`` is an ``env_error`` the client never got a
   session for: those are counted on both sides);
+* **hostile steps are refused and harmless**: each is answered with its 4xx (``invalid_action``,
+  ``request_too_large``, ``json_too_deep``) quickly (it never reaches a device, which would take
+  minutes to type a long text), and the accounting above still holds;
 * restarts performed, quarantines, client-side p50/p99 step and reset latency.
 
 Bounded in time: it stops starting episodes after ``--episodes`` or ``--max-seconds``. Exit status 1
@@ -58,6 +64,8 @@ class Ledger:
     reset_s: list[float] = field(default_factory=list)
     slowest_call_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    hostile: Counter[str] = field(default_factory=Counter)  # "<kind> <status> <code>" -> count
+    hostile_s: list[float] = field(default_factory=list)
     in_flight: dict[int, float] = field(default_factory=dict)  # client -> start of its current call
 
     def timed(self, client: int, kind: list[float], call: Any) -> Any:
@@ -82,14 +90,56 @@ def random_action(observation: Any, rng: random.Random) -> Any:
     return Action(action_type="click", index=rng.choice(clickable or range(len(observation.ui_elements))))
 
 
+HOSTILE_ANSWERS = {"long_text": {(422, "invalid_action")}, "huge_text": {(413, "request_too_large")},
+                   "deep_json": {(422, "json_too_deep")}}
+"""What each hostile step must be answered: a 4xx, never a device's work (a session's state is unchanged)."""
+
+
+def hostile_body(kind: str, seq: int, rng: random.Random) -> bytes:
+    """A step body no device may see: a text over the limit, a body over 1 MiB, or nesting thousands deep."""
+    from admire.actions import MAX_TEXT_CHARS
+
+    if kind == "deep_json":
+        depth = rng.randint(33, 100_000)
+        return b'{"action": {"action_type": "click", "index": ' + b"[" * depth + b"]" * depth + b'}, "seq": %d}' % seq
+    size = rng.randint(MAX_TEXT_CHARS + 1, 200_000) if kind == "long_text" else rng.randint(1 << 20, 3 << 20)
+    return b'{"action": {"action_type": "input_text", "index": 0, "text": "' + b"x" * size + b'"}, "seq": %d}' % seq
+
+
+def send_hostile(http: Any, env: Any, session: str, seq: int, rng: random.Random, ledger: Ledger) -> None:
+    from admire.server.client import TransportError
+
+    kind = rng.choice(sorted(HOSTILE_ANSWERS))
+    headers = {"Content-Type": "application/json", "X-Admire-Client": env.client_id}
+    start = time.monotonic()
+    try:
+        reply = http.send("POST", f"/sessions/{session}/step", hostile_body(kind, seq, rng), headers)
+    except TransportError as exc:  # a refused body may close the connection early: the next one opens anew
+        with ledger.lock:
+            ledger.hostile[f"{kind} transport-error"] += 1
+            ledger.errors.append(f"hostile {kind}: no answer ({exc})")
+        return
+    elapsed = time.monotonic() - start
+    try:
+        code = reply.json().get("error")
+    except ValueError:
+        code = None
+    with ledger.lock:
+        ledger.hostile[f"{kind} {reply.status} {code}"] += 1
+        ledger.hostile_s.append(elapsed)
+        if (reply.status, code) not in HOSTILE_ANSWERS[kind]:
+            ledger.errors.append(f"hostile {kind} on session {session} answered {reply.status} {code}")
+
+
 def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, deadline: float,
-                ledger: Ledger) -> None:
+                ledger: Ledger, hostile_rate: float = 0.0) -> None:
     from admire.envs import make_task
     from admire.envs.base import EnvCrashed, InvalidAction
-    from admire.server.client import RemoteEnv
+    from admire.server.client import KeepAlive, RemoteEnv
 
     rng = random.Random(client)
     env = RemoteEnv(url, max_steps=MAX_STEPS, retries=20, backoff_s=0.1, max_backoff_s=1.0, timeout_s=120)
+    raw = KeepAlive(url, timeout_s=60, connect_timeout_s=5)
     try:
         while time.monotonic() < deadline:
             ticket = next(tickets)
@@ -104,14 +154,18 @@ def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, 
                 continue
             session = env.session_id
             outcome = "failure"
+            taken = 0
             try:
                 for _ in range(MAX_STEPS):
+                    if session is not None and rng.random() < hostile_rate:
+                        send_hostile(raw, env, session, taken, rng, ledger)
                     action = random_action(observation, rng)
                     try:
                         result = ledger.timed(client, ledger.step_s, lambda a=action: env.step(a))
                     except InvalidAction:  # e.g. an element scrolled out of view: the agent's mistake
                         continue
                     observation = result.observation
+                    taken += 1
                     if result.done:
                         outcome = "success" if result.success else "failure"
                         break
@@ -126,6 +180,7 @@ def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, 
             ledger.errors.append(f"client {client}: {type(exc).__name__}: {exc}")
     finally:
         env.close()
+        raw.close()
 
 
 def inject_crashes(envs: list[Any], mean_gap_s: float, stop: threading.Event, kills: Counter[str]) -> None:
@@ -184,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--crash-every", type=float, default=3.0, help="mean seconds between injected crashes")
     parser.add_argument("--max-seconds", type=float, default=600.0, help="stop starting episodes after this")
     parser.add_argument("--hang-after", type=float, default=90.0, help="a call longer than this is a hang")
+    parser.add_argument("--hostile-rate", type=float, default=0.15,
+                        help="chance, before each step, of a hostile step (oversized or deeply nested) first")
     parser.add_argument("--verbose", action="store_true", help="show the pool's log (every crash and restart)")
     args = parser.parse_args(argv)
     _defaults()
@@ -206,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         episode_history=args.episodes + 100)
     print(f"Env server soak: {args.episodes} episodes of {', '.join(TASKS)} (random clicks, ≤{MAX_STEPS} steps), "
           f"{args.clients} clients, {args.devices} devices, a browser killed every {args.crash_every:g} s on "
-          f"average, {os.cpu_count()} CPUs")
+          f"average, hostile steps at rate {args.hostile_rate:g}, {os.cpu_count()} CPUs")
     began = time.monotonic()
     ledger, hangs, kills, stop = Ledger(), [], Counter(), threading.Event()
     pool = DevicePool(device, config, backend="miniwob")
@@ -214,8 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with serve_in_thread(create_app(pool)) as url:
             tickets = itertools.count()
             deadline = time.monotonic() + args.max_seconds
-            clients = [threading.Thread(target=client_loop, args=(c, url, tickets, args.episodes, deadline, ledger),
-                                        name=f"soak-client-{c}") for c in range(args.clients)]
+            clients = [threading.Thread(target=client_loop, name=f"soak-client-{c}",
+                                        args=(c, url, tickets, args.episodes, deadline, ledger, args.hostile_rate))
+                       for c in range(args.clients)]
             helpers = [threading.Thread(target=inject_crashes, args=(envs, args.crash_every, stop, kills)),
                        threading.Thread(target=watch_for_hangs, args=(ledger, args.hang_after, stop, hangs))]
             for thread in clients + helpers:
@@ -240,12 +298,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nepisodes finished by clients: {len(ledger.outcomes)} ({dict(seen)}), crashed resets "
           f"{ledger.reset_crashes}; the server recorded {len(server_episodes)} "
           f"({dict(Counter(e.outcome for e in server_episodes))})")
-    print(f"browsers killed: {kills['killed']}; device restarts: {stats.counters.get('restarts', 0)}, "
+    print(f"browsers killed: {kills['killed']} (tries that found no browser: {kills['missed']}); "
+          f"device restarts: {stats.counters.get('restarts', 0)}, "
           f"quarantines: {stats.counters.get('quarantines', 0)}, devices now {dict(stats.devices)}")
     print(f"step latency (client) p50 {1000 * quantile(ledger.step_s, 0.5):.0f} ms, "
           f"p99 {1000 * quantile(ledger.step_s, 0.99):.0f} ms over {len(ledger.step_s)} steps; "
           f"reset p50 {1000 * quantile(ledger.reset_s, 0.5):.0f} ms, "
           f"p99 {1000 * quantile(ledger.reset_s, 0.99):.0f} ms; slowest call {ledger.slowest_call_s:.1f} s")
+    print(f"hostile steps: {sum(ledger.hostile.values())} ({dict(sorted(ledger.hostile.items()))}), answered in "
+          f"p50 {1000 * quantile(ledger.hostile_s, 0.5):.0f} ms, max {1000 * max(ledger.hostile_s, default=0):.0f} ms")
     print(f"hangs: {len(hangs)}; lost, double-counted or mismatched episodes: {len(mismatches)}; "
           f"client errors: {len(ledger.errors)}")
     for problem in problems[:20]:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from admire.actions import ACTION_TYPES, ActionError, validate_action
+from admire.actions import (
+    ACTION_TYPES,
+    MAX_APP_NAME_CHARS,
+    MAX_INDEX,
+    MAX_KEYCODE_CHARS,
+    MAX_TEXT_CHARS,
+    ActionError,
+    parse_model_output,
+    validate_action,
+)
 from admire.types import Action
 
 VALID: list[dict] = [
@@ -95,6 +104,15 @@ REJECTED: list[tuple[object, str]] = [
     ({"action_type": "answer"}, "missing_text"),
     ({"action_type": "input_text", "text": ["a"], "index": 2}, "bad_text"),
     ({"action_type": "input_text", "text": True, "index": 2}, "bad_text"),
+    ({"action_type": "input_text", "text": "x" * (MAX_TEXT_CHARS + 1), "index": 2}, "text_too_long"),
+    ({"action_type": "answer", "text": "x" * 60_000}, "text_too_long"),
+    ({"action_type": "input_text", "text": 10**5000, "index": 2}, "text_too_long"),
+    ({"action_type": "open_app", "app_name": "A" * (MAX_APP_NAME_CHARS + 1)}, "missing_app_name"),
+    ({"action_type": "keyboard_enter", "keycode": "KEYCODE_" + "X" * MAX_KEYCODE_CHARS}, "bad_keycode"),
+    ({"action_type": "click", "index": MAX_INDEX + 1}, "bad_index"),
+    ({"action_type": "click", "index": "9" * 5000}, "bad_index"),
+    ({"action_type": "click", "x": 10**400, "y": 3}, "bad_coordinates"),
+    ({"action_type": "click", "x": "1" * 5000, "y": 3}, "bad_coordinates"),
     ({"action_type": "open_app"}, "missing_app_name"),
     ({"action_type": "open_app", "app_name": "  "}, "missing_app_name"),
     ({"action_type": "status", "goal_status": "maybe"}, "bad_goal_status"),
@@ -122,3 +140,38 @@ def test_every_documented_rule_is_exercised() -> None:
     tested = {rule for _, rule in REJECTED}
     named = set(__import__("re").findall(r"``([a-z_]+)``", documented.split("Rules")[1]))
     assert named == tested
+
+
+def test_a_text_at_the_limit_is_accepted_and_one_over_it_is_not() -> None:
+    assert validate_action({"action_type": "input_text", "text": "x" * MAX_TEXT_CHARS}).text == "x" * MAX_TEXT_CHARS
+    with pytest.raises(ActionError, match=f"text is {MAX_TEXT_CHARS + 1} characters long; the limit is"):
+        validate_action({"action_type": "input_text", "text": "x" * (MAX_TEXT_CHARS + 1)})
+
+
+def test_an_action_record_built_directly_is_held_to_the_same_limits() -> None:
+    """Envs validate what they are handed, ``Action`` records included: a policy cannot skip the schema."""
+    with pytest.raises(ActionError) as info:
+        validate_action(Action(action_type="input_text", text="x" * 60_000))
+    assert info.value.rule == "text_too_long"
+
+
+@pytest.mark.parametrize("data", [
+    {"action_type": "x" * 1_000_000},
+    {"action_type": "click", "index": 1, "k" * 1_000_000: 1},
+    {"action_type": "click", "index": [[[[["deep"] * 1000]]]]},
+    {"action_type": "scroll", "direction": "d" * 1_000_000},
+    {"action_type": "status", "goal_status": ["maybe"] * 100_000},
+])
+def test_messages_show_only_an_excerpt_of_a_huge_value(data: dict) -> None:
+    with pytest.raises(ActionError) as info:
+        validate_action(data)
+    assert len(str(info.value)) < 400
+
+
+def test_a_model_writing_a_too_long_text_is_a_format_error_not_a_crash() -> None:
+    """What the rollout records as format-invalid (a format penalty): the action never reaches an env."""
+    long_text = "y" * (MAX_TEXT_CHARS + 1)
+    parsed = parse_model_output('Reason: type it\nAction: {"action_type": "input_text", "index": 0, "text": "'
+                                + long_text + '"}')
+    assert not parsed.format_valid and parsed.action is None
+    assert "text_too_long" in (parsed.error or "")

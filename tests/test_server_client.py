@@ -426,3 +426,74 @@ def test_a_reply_that_is_not_http_is_a_transport_error_and_a_header_with_a_line_
     finally:
         transport.close()
         server.close()
+
+
+class HeaderRecorder(Interceptor):
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.headers: list[dict] = []
+
+    def send(self, method: str, path: str, body: bytes | None, headers, timeout_s: float | None = None) -> Reply:
+        self.headers.append(dict(headers))
+        return super().send(method, path, body, headers, timeout_s)
+
+
+def test_each_remote_env_sends_its_own_client_id_and_cannot_touch_anothers_session(served: Served) -> None:
+    mine, theirs = HeaderRecorder(served.url), HeaderRecorder(served.url)
+    with remote(served.url, transport=mine) as env, remote(served.url, transport=theirs) as other:
+        env.reset(form_task())
+        env.step(SOLVE_ANN[0])
+        assert env.client_id != other.client_id
+        assert {h["X-Admire-Client"] for h in mine.headers} == {env.client_id}
+        other.reset(form_task(seed=2))
+        other._session, other._seq = env.session_id, 1  # the other client aims at this client's session
+        with pytest.raises(EnvCrashed, match="unknown_session"):
+            other.step(SOLVE_ANN[1])
+        assert served.devices.envs[0]._steps == 1  # nothing was stepped for it
+        assert env.step(SOLVE_ANN[1]).success  # the owner's episode went on
+
+
+def test_a_too_long_text_never_leaves_the_client(served: Served) -> None:
+    from admire.actions import MAX_TEXT_CHARS
+
+    transport = Interceptor(served.url)
+    with remote(served.url, transport=transport) as env:
+        env.reset(form_task())
+        with pytest.raises(InvalidAction, match="text_too_long"):
+            env.step(Action(action_type="input_text", index=0, text="x" * (MAX_TEXT_CHARS + 1)))
+        assert not any(sent.endswith("/step") for sent in transport.sent)
+
+
+class LongTextPolicy:
+    """Writes an action with a 60 KB text first (as an Action record, not via the parser), then solves."""
+
+    def act(self, observations, histories, greedy: bool = False):
+        from admire.actions import format_output
+        from admire.agent.base import PolicyOutput
+
+        outputs = []
+        for history in histories:
+            if not history:
+                action = Action(action_type="input_text", index=0, text="x" * 60_000)
+                outputs.append(PolicyOutput(text="Action: (too long)", action=action, log_prob=0.0))
+            else:
+                action = SOLVE_ANN[min(len(history) - 1, 1)]
+                outputs.append(PolicyOutput(text=format_output(action), action=action, log_prob=0.0))
+        return outputs
+
+    def log_prob(self, decisions):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("policy", [LongTextPolicy(), ScriptedPolicy(
+    ['Action: {"action_type": "input_text", "index": 0, "text": "' + "x" * 60_000 + '"}', *SOLVE_ANN])],
+    ids=["action-record", "model-text"])
+def test_a_policy_writing_a_too_long_text_gets_a_format_invalid_step_and_the_episode_goes_on(served: Served,
+                                                                                            policy) -> None:
+    with remote(served.url) as env:
+        (trajectory,) = collect(group_requests([form_task()], n=1), [env], policy, max_steps=6)
+    assert trajectory.termination == Termination.SUCCESS
+    first = trajectory.steps[0]
+    assert not first.format_valid and "text_too_long" in (first.parse_error or "")
+    assert [s.format_valid for s in trajectory.steps] == [False, True, True]
+    assert [e.outcome for e in served.pool.recent_episodes()] == ["success"]

@@ -16,6 +16,7 @@ from admire.server.errors import (
     DeviceFailed,
     EpisodeOver,
     NoCapacity,
+    RequestIdReused,
     SessionExpired,
     StepOutOfOrder,
     TaskRejected,
@@ -432,3 +433,26 @@ def test_a_call_made_while_the_worker_is_busy_gets_a_thread_of_its_own() -> None
     finally:
         release.set()
         worker.close()
+
+
+def test_a_session_is_known_only_to_its_owner_live_or_expired() -> None:
+    clock = FakeClock()
+    with make_pool(clock=clock, lease_ttl_s=60) as pool:
+        start = pool.create_session(form_task(), owner="alice-0001", request_id="r1")
+        with pytest.raises(UnknownSession):
+            pool.step(start.session_id, SOLVE_ANN[0], 0, owner="mallory-01")
+        with pytest.raises(UnknownSession):
+            pool.close_session(start.session_id, owner="mallory-01")
+        assert pool.step(start.session_id, SOLVE_ANN[0], 0, owner="alice-0001").observation is not None
+        with pytest.raises(RequestIdReused):
+            pool.create_session(form_task(seed=5), owner="alice-0001", request_id="r1")
+        assert pool.create_session(form_task(), owner="alice-0001", request_id="r1") == start
+        (device,) = pool.devices()
+        assert device.owner == "alice-0001" and pool.recent_episodes()[0].owner == "alice-0001"
+        clock.now += 61
+        pool.reclaim_expired()
+        with pytest.raises(UnknownSession) as other:
+            pool.step(start.session_id, SOLVE_ANN[1], 1, owner="mallory-01")
+        assert not isinstance(other.value, SessionExpired)  # not even that it existed
+        with pytest.raises(SessionExpired):
+            pool.step(start.session_id, SOLVE_ANN[1], 1, owner="alice-0001")

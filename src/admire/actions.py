@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import reprlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,17 @@ DIRECTIONS: tuple[str, ...] = get_args(Direction)
 GOAL_STATUSES: tuple[str, ...] = get_args(GoalStatus)
 POINTER_ACTIONS = ("click", "double_tap", "long_press")
 ACTION_KEYS = tuple(Action.model_fields)
+
+MAX_TEXT_CHARS = 2000
+"""Longest ``text`` of an ``input_text`` or ``answer``. MiniWoB++ types about 2 ms a character (measured:
+2000 characters in 4 s, 4000 in 8 s on a loaded 2-core machine), so an unbounded text kept a device
+busy for minutes and then killed it (issue 13: 60 KB, 60 s). The longest texts real tasks need (a
+note, a message, an address) are a few hundred characters; 2000 leaves room and types in seconds,
+far inside the server's call timeout."""
+MAX_APP_NAME_CHARS = 100
+MAX_KEYCODE_CHARS = 64
+MAX_INDEX = 100_000
+"""No screen has this many elements; a bound keeps an absurd index (a 5000-digit string) cheap to refuse."""
 
 # Accept the spellings models actually produce for the statuses AndroidWorld knows.
 _STATUS_ALIASES = {"complete": "complete", "completed": "complete", "success": "complete", "done": "complete",
@@ -49,8 +61,12 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     Rules (each ``ActionError.rule``): ``not_an_object``, ``missing_action_type``,
     ``unknown_action_type``, ``unknown_key``, ``index_and_coordinates``, ``bad_index``,
     ``bad_coordinates``, ``missing_target``, ``bad_direction``, ``missing_direction``, ``missing_text``,
-    ``bad_text``, ``missing_app_name``, ``bad_goal_status``, ``missing_goal_status``, ``bad_keycode``,
-    ``bad_clear_text``.
+    ``bad_text``, ``text_too_long``, ``missing_app_name``, ``bad_goal_status``, ``missing_goal_status``,
+    ``bad_keycode``, ``bad_clear_text``.
+
+    Every string is bounded (text by MAX_TEXT_CHARS, app_name and keycode too), so one action cannot
+    occupy a device for long: a policy's too-long text is a format-invalid action (a format penalty),
+    a client's a 422 invalid_action. Messages show only a short excerpt of a bad value, however large.
     """
     if isinstance(action, Action):
         action = action.as_dict()
@@ -62,10 +78,11 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
         raise ActionError("missing_action_type", "the action has no 'action_type'")
     if not isinstance(kind, str) or kind not in ACTION_TYPES:
         raise ActionError("unknown_action_type",
-                          f"unknown action_type {kind!r}; expected one of {', '.join(ACTION_TYPES)}")
-    unknown = sorted(str(k) for k in data if k not in ACTION_KEYS)
+                          f"unknown action_type {_show(kind)}; expected one of {', '.join(ACTION_TYPES)}")
+    unknown = sorted(_clip(str(k), 40) for k in data if k not in ACTION_KEYS)
     if unknown:
-        raise ActionError("unknown_key", f"unknown key(s) {', '.join(unknown)} in a {kind} action")
+        listed = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise ActionError("unknown_key", f"unknown key(s) {listed} in a {kind} action")
     out: dict[str, Any] = {"action_type": kind}
 
     index, x, y = data.get("index"), data.get("x"), data.get("y")
@@ -73,8 +90,8 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
         raise ActionError("index_and_coordinates", "give either an index or <x, y>, not both")
     if index is not None:
         out["index"] = _as_int(index, "bad_index", "index")
-        if out["index"] < 0:
-            raise ActionError("bad_index", f"index must be >= 0, got {out['index']}")
+        if not 0 <= out["index"] <= MAX_INDEX:
+            raise ActionError("bad_index", f"index must be between 0 and {MAX_INDEX}, got {_show(out['index'])}")
     if x is not None or y is not None:
         if x is None or y is None:
             raise ActionError("bad_coordinates", "a point needs both x and y")
@@ -86,7 +103,7 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     if direction is not None:
         if not isinstance(direction, str) or direction.lower() not in DIRECTIONS:
             raise ActionError("bad_direction",
-                              f"invalid direction {direction!r}; expected one of {', '.join(DIRECTIONS)}")
+                              f"invalid direction {_show(direction)}; expected one of {', '.join(DIRECTIONS)}")
         out["direction"] = direction.lower()
     elif kind in ("scroll", "swipe"):
         raise ActionError("missing_direction", f"a {kind} action needs a direction")
@@ -95,7 +112,8 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     if text is not None:
         if isinstance(text, bool) or not isinstance(text, str | int | float):
             raise ActionError("bad_text", f"text must be a string, got {type(text).__name__}")
-        out["text"] = str(text)  # AndroidWorld stringifies numbers typed as text
+        out["text"] = _bounded(text if isinstance(text, str) else _number_text(text), "text", MAX_TEXT_CHARS,
+                               "text_too_long")
     elif kind in ("input_text", "answer"):
         raise ActionError("missing_text", f"an {kind} action needs text")
 
@@ -103,7 +121,7 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     if app is not None:
         if not isinstance(app, str) or not app.strip():
             raise ActionError("missing_app_name", "app_name must be a non-empty string")
-        out["app_name"] = app.strip()
+        out["app_name"] = _bounded(app.strip(), "app_name", MAX_APP_NAME_CHARS, "missing_app_name")
     elif kind == "open_app":
         raise ActionError("missing_app_name", "an open_app action needs app_name")
 
@@ -112,7 +130,7 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
         norm = _STATUS_ALIASES.get(str(status).strip().lower()) if isinstance(status, str) else None
         if norm is None:
             raise ActionError("bad_goal_status",
-                              f"invalid goal_status {status!r}; expected complete or infeasible")
+                              f"invalid goal_status {_show(status)}; expected complete or infeasible")
         out["goal_status"] = norm
     elif kind == "status":
         raise ActionError("missing_goal_status", "a status action needs goal_status")
@@ -120,38 +138,63 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     keycode = data.get("keycode")
     if keycode is not None:
         if not isinstance(keycode, str) or not keycode.startswith("KEYCODE_"):
-            raise ActionError("bad_keycode", f"invalid keycode {keycode!r}: it must start with KEYCODE_")
-        out["keycode"] = keycode
+            raise ActionError("bad_keycode", f"invalid keycode {_show(keycode)}: it must start with KEYCODE_")
+        out["keycode"] = _bounded(keycode, "keycode", MAX_KEYCODE_CHARS, "bad_keycode")
 
     clear = data.get("clear_text")
     if clear is not None:
         if not isinstance(clear, bool):
-            raise ActionError("bad_clear_text", f"clear_text must be true or false, got {clear!r}")
+            raise ActionError("bad_clear_text", f"clear_text must be true or false, got {_show(clear)}")
         out["clear_text"] = clear
     return Action(**out)
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 40
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 2, 4, 4
+
+
+def _show(value: Any) -> str:
+    """A short excerpt of a bad value for a message: an action may be a megabyte of text or nesting."""
+    return _SHOWN.repr(value)
+
+
+def _bounded(text: str, name: str, limit: int, rule: str) -> str:
+    if len(text) > limit:
+        raise ActionError(rule, f"{name} is {len(text)} characters long; the limit is {limit}")
+    return text
+
+
+def _number_text(value: int | float) -> str:
+    """A number typed as text, stringified as AndroidWorld does; bounded like any text."""
+    try:
+        return str(value)
+    except ValueError:  # an int too long to print (over 4300 digits)
+        raise ActionError("text_too_long", f"text is a number too long to type; the limit is {MAX_TEXT_CHARS} "
+                                           "characters") from None
+
+
 def _as_int(value: Any, rule: str, name: str) -> int:
     if isinstance(value, bool):
-        raise ActionError(rule, f"{name} must be an integer, got {value!r}")
+        raise ActionError(rule, f"{name} must be an integer, got {_show(value)}")
     if isinstance(value, int):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+    if isinstance(value, str) and len(value) <= 32 and re.fullmatch(r"\s*[+-]?\d+\s*", value):
         return int(value)
-    raise ActionError(rule, f"{name} must be an integer, got {value!r}")
+    raise ActionError(rule, f"{name} must be an integer, got {_show(value)}")
 
 
 def _as_number(value: Any, name: str) -> float:
-    if isinstance(value, bool):
-        raise ActionError("bad_coordinates", f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or (isinstance(value, str) and len(value) > 64):
+        raise ActionError("bad_coordinates", f"{name} must be a number, got {_show(value)}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise ActionError("bad_coordinates", f"{name} must be a number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ActionError("bad_coordinates", f"{name} must be a finite number, got {_show(value)}") from None
     if number != number or number in (float("inf"), float("-inf")):
-        raise ActionError("bad_coordinates", f"{name} must be finite, got {value!r}")
+        raise ActionError("bad_coordinates", f"{name} must be finite, got {_show(value)}")
     return number
 
 

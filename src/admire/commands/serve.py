@@ -1,7 +1,11 @@
 """``admire serve`` — a pool of GUI environments behind HTTP (docs/server.md).
 
 Binds to 127.0.0.1 by default; on any other address it refuses to start without a token, because
-the API drives real browsers or phones for whoever can reach it.
+the API drives real browsers or phones for whoever can reach it. Without a token it answers only
+requests whose Host is a loopback name (a web page rebinding its domain to 127.0.0.1 is refused).
+
+Every argument is checked before anything starts (no device, no Ray, no port): a bad one is one line
+``admire serve: error: <what>; <fix>`` on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ import argparse
 import contextlib
 import ipaddress
 import logging
+import math
 import os
 import signal
+import socket
+import sys
 
 log = logging.getLogger("admire.server")
 
@@ -19,6 +26,13 @@ HELP = "serve a pool of GUI environments (MiniWoB++ browsers, Android emulators)
 TOKEN_ENV = "ADMIRE_SERVER_TOKEN"
 NOT_BUILT_YET = {"android_world": "the android_world backend is not part of this version of ADMIRE yet "
                                   "(it needs running emulators and the 'android' extra)"}
+MAX_DEVICES = 1024
+MAX_REQUEST_BYTES = 64 << 20
+"""Bodies are buffered in memory before they are checked: a limit beyond this helps no client."""
+
+
+class UsageError(ValueError):
+    """A bad argument or setup: reported as one line, exit status 2, before anything starts."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,32 +82,74 @@ def is_loopback(host: str) -> bool:
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to expose devices beyond this machine without a token."""
     if not token and not is_loopback(host):
-        raise SystemExit(f"admire serve: refusing to listen on {host!r} without a token: anyone who can reach it "
-                         f"could drive the devices. Pass --token (or set {TOKEN_ENV}), or bind to 127.0.0.1.")
+        raise UsageError(f"refusing to listen on {host!r} without a token: anyone who can reach it could drive the "
+                         f"devices; pass --token (or set {TOKEN_ENV}), or bind to 127.0.0.1")
+
+
+def check_arguments(args: argparse.Namespace, token: str | None) -> None:
+    """Every argument's range, named by its flag, before anything starts (``UsageError``)."""
+    whole = [("--num-devices", args.num_devices, 0, MAX_DEVICES), ("--max-failures", args.max_failures, 1, 1000),
+             ("--max-steps", args.max_steps, 1, 1000), ("--port", args.port, 1, 65535),
+             ("--max-request-bytes", args.max_request_bytes, 1024, MAX_REQUEST_BYTES)]
+    if args.max_devices is not None:
+        whole.append(("--max-devices", args.max_devices, 1, MAX_DEVICES))
+    if args.concurrency_limit is not None:
+        whole.append(("--concurrency-limit", args.concurrency_limit, 1, 100_000))
+    for flag, value, low, high in whole:
+        if not low <= value <= high:
+            raise UsageError(f"{flag} must be between {low} and {high}, got {value}; pass a value in that range")
+    for flag, value in (("--lease-ttl", args.lease_ttl), ("--call-timeout", args.call_timeout),
+                        ("--ray-cpus-per-device", args.ray_cpus_per_device)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of {'CPUs' if 'cpus' in flag else 'seconds'}, "
+                             f"got {value}; pass e.g. {flag} 1")
+    if args.max_devices is not None and args.max_devices < max(1, args.num_devices):
+        raise UsageError(f"--max-devices ({args.max_devices}) must be >= --num-devices ({args.num_devices}); "
+                         "raise --max-devices or lower --num-devices")
+    if not args.host.strip():
+        raise UsageError("--host is empty; pass an address such as 127.0.0.1")
+    if token is not None and not all(33 <= ord(ch) <= 126 for ch in token):
+        raise UsageError("the token must be printable ASCII without spaces (it travels in an HTTP header); "
+                         "use e.g. $(openssl rand -hex 16)")
+    check_exposure(args.host, token)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind and release ``host:port`` now, so a taken port is a clear error before any device starts
+    (uvicorn would only find out after the pool had started every device)."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            probe.bind(address)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or --host") \
+            from None
 
 
 def device_factory(backend: str, max_steps: int, screenshots: bool, executor: str = "local",
                    ray_address: str | None = None, ray_cpus: float = 1.0):
     """A zero-argument factory of the backend's envs (in this process or in Ray actors), or a clear
-    ``SystemExit`` for a backend we lack."""
+    ``UsageError`` for a backend we lack."""
     from admire.envs.base import ENVS
 
     servable = [name for name in ENVS.names() if name != "remote"]
     if backend in NOT_BUILT_YET and backend not in servable:
-        raise SystemExit(f"admire serve: {NOT_BUILT_YET[backend]}. Available backends: {', '.join(servable)}.")
+        raise UsageError(f"{NOT_BUILT_YET[backend]}; available backends: {', '.join(servable)}")
     try:
         factory = ENVS.lookup(backend)
     except ValueError as exc:
-        raise SystemExit(f"admire serve: {exc}") from None
+        raise UsageError(f"{exc}") from None
     if backend == "remote":
-        raise SystemExit("admire serve: the 'remote' backend is a client of another server; serve a device backend")
+        raise UsageError("the 'remote' backend is a client of another server; serve a device backend")
     if executor == "ray":
         from admire.server.ray_executor import RaySettings, ensure_ray, ray_env_factory
 
         try:
             settings = RaySettings(address=ray_address, num_cpus=ray_cpus)
         except ValueError as exc:
-            raise SystemExit(f"admire serve: {exc}") from None
+            raise UsageError(f"{exc}") from None
         ensure_ray(settings.address)
         return ray_env_factory(backend, settings, max_steps=max_steps, screenshots=screenshots)
     return lambda: factory(max_steps=max_steps, screenshots=screenshots)
@@ -101,30 +157,36 @@ def device_factory(backend: str, max_steps: int, screenshots: bool, executor: st
 
 def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    check_exposure(args.host, token)
-    factory = device_factory(args.backend, args.max_steps, args.screenshots, args.executor, args.ray_address,
-                             args.ray_cpus_per_device)
+    try:
+        check_arguments(args, token)
+        check_port_free(args.host, args.port)
+        factory = device_factory(args.backend, args.max_steps, args.screenshots, args.executor, args.ray_address,
+                                 args.ray_cpus_per_device)
+    except UsageError as exc:
+        print(f"admire serve: error: {exc}", file=sys.stderr)
+        return 2
 
     import uvicorn
 
-    from admire.server.app import create_app
+    from admire.server.app import LOOPBACK_HOSTS, create_app
     from admire.server.pool import DevicePool, PoolConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        config = PoolConfig(num_devices=args.num_devices, max_devices=args.max_devices,
-                            concurrency_limit=args.concurrency_limit, lease_ttl_s=args.lease_ttl,
-                            crashed_device_restart=args.crashed_device_restart,
-                            max_consecutive_failures=args.max_failures, call_timeout_s=args.call_timeout)
-    except ValueError as exc:
-        raise SystemExit(f"admire serve: {exc}") from None
+    config = PoolConfig(num_devices=args.num_devices, max_devices=args.max_devices,
+                        concurrency_limit=args.concurrency_limit, lease_ttl_s=args.lease_ttl,
+                        crashed_device_restart=args.crashed_device_restart,
+                        max_consecutive_failures=args.max_failures, call_timeout_s=args.call_timeout)
     try:  # fail now, with the backend's own message (e.g. how to install Chromium), not on the first request
         factory().close()
     except Exception as exc:  # noqa: BLE001 - any reason a device cannot be built ends the command cleanly
-        raise SystemExit(f"admire serve: cannot create a {args.backend} device: {exc}") from None
+        message = " ".join(str(exc).split())[:500]
+        print(f"admire serve: error: cannot create a {args.backend} device: {message}", file=sys.stderr)
+        return 1
+    # Without a token the server trusts whoever reaches it: only this machine, by its loopback names.
+    allowed_hosts = None if token else LOOPBACK_HOSTS | {args.host.strip("[]").lower()}
     pool = DevicePool(factory, config, backend=args.backend)
     try:
-        app = create_app(pool, token=token, max_request_bytes=args.max_request_bytes)
+        app = create_app(pool, token=token, max_request_bytes=args.max_request_bytes, allowed_hosts=allowed_hosts)
         if args.dashboard:
             from admire.server.dashboard import mount_dashboard
 

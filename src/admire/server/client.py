@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from admire.actions import ActionError, validate_action
 from admire.envs.base import EnvCrashed, InvalidAction, StepResult, register_env
-from admire.server.schemas import SessionCreated, StepReply
+from admire.server.schemas import CLIENT_HEADER, SessionCreated, StepReply
 from admire.types import Action, Observation, Task
 
 log = logging.getLogger("admire.server")
@@ -264,6 +264,9 @@ class RemoteEnv:
     reported by the server rather than guessed at here. ``retries`` bounds the retries of one
     request on connection errors and ``no_capacity``. ``transport`` replaces the HTTP connection
     (default: ``KeepAlive``).
+
+    Each env has its own random ``client_id``, sent on every request (``X-Admire-Client``): the
+    server lets only this client step or close the sessions it creates.
     """
 
     def __init__(self, url: str, *, max_steps: int | None = None, screenshots: bool = False,
@@ -284,7 +287,9 @@ class RemoteEnv:
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
         token = token if token is not None else os.environ.get(TOKEN_ENV) or None
-        self._headers = {"Accept": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        self.client_id = uuid.uuid4().hex
+        self._headers = {"Accept": "application/json", CLIENT_HEADER: self.client_id,
+                         **({"Authorization": f"Bearer {token}"} if token else {})}
         self._json_headers = {**self._headers, "Content-Type": "application/json"}
         self._http: Transport = transport if transport is not None else KeepAlive(
             self.url, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
@@ -409,7 +414,7 @@ class RemoteEnv:
             return InvalidAction(detail)
         if status in (400, 413, 422):
             return ValueError(f"{where}: {detail}")
-        if code == "episode_over":
+        if code in ("episode_over", "request_id_reused"):
             return RuntimeError(f"{where}: {detail}")
         if status in (404, 409, 410) or status >= 500:
             return EnvCrashed(f"{where}: {detail}")

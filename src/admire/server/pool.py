@@ -13,6 +13,8 @@ Why it is shaped this way:
   starting or restarting, so a crash costs the next client a short wait, not an error.
 * **Steps are idempotent under retry**: a step carries ``seq`` (the number of steps taken before it);
   repeating the last ``seq`` returns the recorded reply instead of acting twice.
+* **A session belongs to its creator**: created with an ``owner`` (the API passes the client's id), it
+  answers only that owner; to anyone else it is an unknown session, so its existence is not revealed.
 
 Everything the pool does to a device is logged on the ``admire.server`` logger.
 """
@@ -36,6 +38,7 @@ from admire.server.errors import (
     NoCapacity,
     PoolClosed,
     PoolError,
+    RequestIdReused,
     SessionExpired,
     StepOutOfOrder,
     TaskRejected,
@@ -127,10 +130,10 @@ class _Device:
     def __post_init__(self) -> None:
         self.worker = DeviceWorker(f"device-{self.id}")
 
-    def view(self) -> DeviceView:
+    def view(self, owner: str | None = None) -> DeviceView:
         return DeviceView(id=self.id, state=self.state, task=self.task, session_id=self.session_id,
                           restarts=self.restarts, failures=self.failures, last_screenshot=self.last_screenshot,
-                          last_change=self.last_change)
+                          last_change=self.last_change, owner=owner)
 
 
 @dataclass
@@ -140,6 +143,7 @@ class _Session:
     device: _Device | None
     screenshots: bool
     request_id: str | None
+    owner: str | None
     started_at: float
     last_active: float
     steps: int = 0
@@ -154,7 +158,7 @@ class _Session:
     def view(self, device_id: int) -> EpisodeView:
         return EpisodeView(session_id=self.id, device_id=device_id, task=self.task.name, seed=self.task.seed,
                            steps=self.steps, outcome=self.outcome, started_at=self.started_at,
-                           finished_at=self.finished_at)
+                           finished_at=self.finished_at, owner=self.owner)
 
 
 @dataclass(frozen=True)
@@ -184,8 +188,8 @@ class DevicePool:
         self._changed = threading.Condition(self._lock)
         self._devices: list[_Device] = []
         self._sessions: dict[str, _Session] = {}
-        self._by_request: dict[str, str] = {}
-        self._expired: OrderedDict[str, None] = OrderedDict()
+        self._by_request: dict[tuple[str | None, str], str] = {}
+        self._expired: OrderedDict[str, str | None] = OrderedDict()  # session id -> its owner
         self._episodes: OrderedDict[str, EpisodeView] = OrderedDict()
         self._slots = threading.BoundedSemaphore(self.config.step_slots)
         self._counters: Counter[str] = Counter()
@@ -206,15 +210,17 @@ class DevicePool:
 
     # ---------------------------------------------------------------------------------- sessions
 
-    def create_session(self, task: Task, *, screenshots: bool = True, request_id: str | None = None) -> SessionStart:
-        """Lease a device and start ``task`` on it. A repeated ``request_id`` returns the session it
-        created before (a client retrying a lost reply gets its session, not a second one)."""
+    def create_session(self, task: Task, *, screenshots: bool = True, request_id: str | None = None,
+                       owner: str | None = None) -> SessionStart:
+        """Lease a device and start ``task`` on it for ``owner``. A repeated ``request_id`` of the same
+        owner returns the session it created before (a client retrying a lost reply gets its session,
+        not a second one); the same ``request_id`` with another task is ``RequestIdReused``."""
         self._check_open()
         if self.backend is not None and task.backend != self.backend:
             raise TaskRejected(f"this server runs {self.backend!r} tasks ('{self.backend}/<task>'); "
                                f"got {task.name!r}")
         if request_id is not None:
-            replay = self._replay_creation(request_id)
+            replay = self._replay_creation(request_id, owner, task, screenshots)
             if replay is not None:
                 return replay
         self.reclaim_expired()
@@ -222,7 +228,7 @@ class DevicePool:
         device = self._lease(session_id, task)
         now = time.time()
         session = _Session(id=session_id, task=task, device=device, screenshots=screenshots, request_id=request_id,
-                           started_at=now, last_active=self._clock())
+                           owner=owner, started_at=now, last_active=self._clock())
         try:
             observation = self._call(device, "reset", lambda env: env.reset(task))
         except TaskRejected:
@@ -243,16 +249,17 @@ class DevicePool:
             session.first = start
             self._sessions[session_id] = session
             if request_id is not None:
-                self._by_request[request_id] = session_id
+                self._by_request[(owner, request_id)] = session_id
             self._record(session, device.id)
             self._counters["sessions_created"] += 1
         log.info("session %s: %s seed %d on device %d", session_id, task.name, task.seed, device.id)
         return start
 
-    def step(self, session_id: str, action: Action, seq: int | None = None) -> StepResult:
+    def step(self, session_id: str, action: Action, seq: int | None = None, *, owner: str | None = None) -> StepResult:
         """One step of the session's episode. ``seq`` (steps taken before this one) makes retries
-        safe: the reply to the last ``seq`` is returned again instead of stepping twice."""
-        session = self._session(session_id)
+        safe: the reply to the last ``seq`` is returned again instead of stepping twice. ``owner``
+        (when given) must be the session's: another's session is ``UnknownSession``."""
+        session = self._session(session_id, owner)
         with session.lock:
             if seq is not None and seq == session.last_seq and session.last_reply is not None:
                 with self._lock:
@@ -299,9 +306,10 @@ class DevicePool:
             self._cache(session, seq, reply)
             return reply
 
-    def close_session(self, session_id: str) -> EpisodeOutcome:
-        """End a session; an episode still running is recorded ``abandoned``. Returns the outcome."""
-        session = self._session(session_id)
+    def close_session(self, session_id: str, *, owner: str | None = None) -> EpisodeOutcome:
+        """End a session; an episode still running is recorded ``abandoned``. Returns the outcome.
+        ``owner`` (when given) must be the session's, as for ``step``."""
+        session = self._session(session_id, owner)
         with session.lock:
             device = session.device
             with self._lock:
@@ -334,7 +342,7 @@ class DevicePool:
                         self._finish(session, "abandoned", device.id)
                         self._counters["leases_reclaimed"] += 1
                     self._forget(session)
-                    self._expired[session.id] = None
+                    self._expired[session.id] = session.owner
                     while len(self._expired) > 10_000:
                         self._expired.popitem(last=False)
                 if device is not None:
@@ -350,7 +358,7 @@ class DevicePool:
 
     def devices(self) -> list[DeviceView]:
         with self._lock:
-            return [d.view() for d in self._devices]
+            return [d.view(self._owner_of(d.session_id)) for d in self._devices]
 
     def recent_episodes(self, limit: int = 50) -> list[EpisodeView]:
         """The newest episodes first (running ones included)."""
@@ -425,22 +433,32 @@ class DevicePool:
         if self._closed:
             raise PoolClosed("the env server is shutting down")
 
-    def _session(self, session_id: str) -> _Session:
+    def _session(self, session_id: str, owner: str | None = None) -> _Session:
+        """The session, for ``owner`` (None: any). Another owner's session, live or expired, is unknown."""
         with self._lock:
             session = self._sessions.get(session_id)
-            if session is not None:
+            if session is not None and (owner is None or session.owner == owner):
                 return session
-            if session_id in self._expired:
+            if session is None and session_id in self._expired and owner in (None, self._expired[session_id]):
                 raise SessionExpired(f"session {session_id} expired after {self.config.lease_ttl_s:.0f} s without "
                                      "a request; its device was reclaimed: create a new session")
         raise UnknownSession(f"unknown session {session_id!r} (never created, or already closed)")
 
-    def _replay_creation(self, request_id: str) -> SessionStart | None:
+    def _owner_of(self, session_id: str | None) -> str | None:
+        session = self._sessions.get(session_id) if session_id is not None else None
+        return session.owner if session is not None else None
+
+    def _replay_creation(self, request_id: str, owner: str | None, task: Task,
+                         screenshots: bool) -> SessionStart | None:
         with self._lock:
-            session_id = self._by_request.get(request_id)
+            session_id = self._by_request.get((owner, request_id))
             session = self._sessions.get(session_id) if session_id else None
             if session is None or session.first is None:
                 return None
+            if (session.task, session.screenshots) != (task, screenshots):
+                raise RequestIdReused(f"request_id {request_id!r} already created session {session.id} for "
+                                      f"{session.task.name} seed {session.task.seed}; a retry repeats its request "
+                                      "exactly, a new request needs a new request_id")
             self._touch(session)
             self._counters["session_replays"] += 1
             return session.first
@@ -454,7 +472,7 @@ class DevicePool:
     def _forget(self, session: _Session) -> None:
         self._sessions.pop(session.id, None)
         if session.request_id is not None:
-            self._by_request.pop(session.request_id, None)
+            self._by_request.pop((session.owner, session.request_id), None)
 
     def _record(self, session: _Session, device_id: int) -> None:
         self._episodes[session.id] = session.view(device_id)

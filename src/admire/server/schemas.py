@@ -23,6 +23,13 @@ MAX_SEQ = 1_000_000
 MAX_PARAM_DEPTH = 8
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 SESSION_ID_PATTERN = r"^[0-9a-f]{32}$"
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects a request body may have, checked on the raw bytes before any
+parser recurses into it (a body of 5000 ``[`` was a RecursionError, a 500). A step body is 2 levels
+deep and a session request at most ``MAX_PARAM_DEPTH`` + 2."""
+CLIENT_HEADER = "X-Admire-Client"
+"""The header naming the client a session belongs to: sent on every request, generated once per client."""
+CLIENT_ID_PATTERN = r"^[A-Za-z0-9_\-]{8,64}$"
 
 
 ACTION_SCHEMA = {**Action.model_json_schema(), "title": "Action"}
@@ -43,7 +50,8 @@ class CreateSession(Body):
     params: dict[str, Any] = Field(default_factory=dict, description="task parameters (JSON, finite numbers)")
     screenshots: bool = Field(True, description="include the PNG in observations when the device takes them")
     request_id: str | None = Field(None, pattern=REQUEST_ID_PATTERN,
-                                   description="repeat it on a retry to get the same session, not a second one")
+                                   description="repeat it on a retry to get the same session, not a second one; "
+                                               "the same id with another task is refused (409)")
 
     @field_validator("params")
     @classmethod
@@ -94,7 +102,7 @@ class DeviceInfo(Body):
     id: int
     state: DeviceState
     task: str | None
-    session_id: str | None
+    session_id: str | None = Field(description="the leasing session, shown only to the client that created it")
     restarts: int
     failures: int
     last_change: float
@@ -102,7 +110,7 @@ class DeviceInfo(Body):
 
 
 class EpisodeInfo(Body):
-    session_id: str
+    session_id: str | None = Field(description="the session, shown only to the client that created it")
     device_id: int
     task: str
     seed: int

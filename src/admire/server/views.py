@@ -24,6 +24,7 @@ class DeviceView:
     failures: int = 0                     # consecutive failures; quarantined past the pool's limit
     last_screenshot: bytes | None = None  # PNG of the last observation that carried one
     last_change: float = 0.0              # time.time() of the last state change
+    owner: str | None = None              # the leasing session's owner (client id): never shown, only compared
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class EpisodeView:
     outcome: EpisodeOutcome
     started_at: float
     finished_at: float | None = None
+    owner: str | None = None  # the client id that created the session: never shown, only compared
 
 
 class PoolView(Protocol):
