@@ -328,3 +328,154 @@ def test_rollback_forgets_later_writes_and_keeps_earlier_ones(tmp_path) -> None:
     assert bank.keys() == ["miniwob/a"] and bank.get("miniwob/a").milestones == ("one", "two")
     assert bank.rollback(checkpoint) == 0
     bank.close()
+
+
+# -- issue 13: never write into a file the bank did not create; imported numbers checked -----------------
+
+
+def foreign_sqlite(path: Path) -> bytes:
+    """Another program's database (rollback journal, one table); returns its bytes."""
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+        db.execute("INSERT INTO notes (body) VALUES ('keep me')")
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_a_foreign_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path, readonly: bool) -> None:
+    path = tmp_path / "other.db"
+    before = foreign_sqlite(path)
+    with pytest.raises(MilestoneBankError, match=r"not an ADMIRE milestone bank .*notes"):
+        MilestoneBank(path, readonly=readonly)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # not switched to WAL
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["notes"]
+
+
+@pytest.mark.parametrize(("content", "message"), [(b"", "empty file"), (os.urandom(4096), "not an SQLite")])
+def test_read_only_opening_refuses_a_file_that_is_not_sqlite(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bank.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(MilestoneBankError, match=message):
+        MilestoneBank(path, readonly=True)
+    assert path.read_bytes() == content and sorted(p.name for p in tmp_path.iterdir()) == ["bank.sqlite"]
+
+
+def test_a_read_only_bank_reads_without_side_files_and_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "bank.sqlite"
+    with MilestoneBank(path) as bank:
+        bank.put("k", ["a"], provenance())
+    before = path.read_bytes()
+    with MilestoneBank(path, readonly=True) as reader:
+        assert reader.get("k").milestones == ("a",) and reader.version == 1  # type: ignore[union-attr]
+        with pytest.raises(MilestoneBankError, match="read-only"):
+            reader.put("k", ["b"], provenance())
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["bank.sqlite"]
+    with pytest.raises(MilestoneBankError, match="no milestone bank"):
+        MilestoneBank(tmp_path / "missing.sqlite", readonly=True)
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_a_read_only_bank_sees_a_writer_s_uncheckpointed_versions(tmp_path: Path) -> None:
+    """A run writing its bank keeps a -wal file: the reader must read through it, not around it."""
+    path = tmp_path / "bank.sqlite"
+    with MilestoneBank(path) as writer:
+        writer.put("k", ["a"], provenance())
+        assert Path(f"{path}-wal").exists()
+        with MilestoneBank(path, readonly=True) as reader:
+            assert reader.version == 1 and reader.keys() == ["k"]
+
+
+def exported(tmp_path: Path, provenance_fields: dict[str, object], key: str = "k") -> Path:
+    good = {"run": "r", "epoch": 1, "trajectory_id": None, "generator": "heuristic", "created_at": 1.7e9}
+    path = tmp_path / "in.json"
+    document = {"format": "admire-milestones", "lists": {
+        "good": {"milestones": ["a"], "provenance": good},
+        key: {"milestones": ["b"], "provenance": {**good, **provenance_fields}}}}
+    path.write_text(json.dumps(document))  # json.dumps writes NaN and Infinity, as Python's json reads them
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("created_at", float("nan")), ("created_at", float("inf")), ("created_at", -float("inf")),
+     ("created_at", 1e30), ("created_at", 1e300), ("created_at", -1.0), ("created_at", "2024-01-01"),
+     ("created_at", True), ("created_at", None), ("epoch", 1e300), ("epoch", -1), ("epoch", 1.5),
+     ("epoch", "3"), ("epoch", 2**70), ("run", 7), ("generator", ["x"]), ("trajectory_id", 5)],
+)
+def test_imported_numbers_and_fields_are_checked_and_nothing_is_written(bank: MilestoneBank, tmp_path: Path,
+                                                                        field: str, value: object) -> None:
+    bank.put("k", ["before"], provenance())
+    with pytest.raises(ValueError, match=rf"key 'k'.*{field}"):
+        bank.import_json(exported(tmp_path, {field: value}))
+    assert bank.version == 1 and bank.keys() == ["k"]  # not even the good list went in
+
+
+def test_a_sane_created_at_range_is_accepted(bank: MilestoneBank, tmp_path: Path) -> None:
+    for created_at in (0, 1.0, 1_700_000_000, 253_402_300_799.0):
+        bank.import_json(exported(tmp_path, {"created_at": created_at}))
+    assert bank.get("k").provenance.created_at == 253_402_300_799.0  # type: ignore[union-attr]
+
+
+def test_put_refuses_a_provenance_no_reader_could_show(bank: MilestoneBank) -> None:
+    bad = Provenance(run="r", epoch=0, trajectory_id=None, generator="g", created_at=float("nan"))
+    with pytest.raises(ValueError, match="created_at"):
+        bank.put("k", ["a"], bad)
+    assert bank.version == 0
+
+
+def test_an_import_that_fails_half_way_leaves_the_bank_as_it_was(bank: MilestoneBank, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """All lists go in one transaction: a failure at the second insert rolls back the first."""
+    import admire.milestones.bank as bank_module
+
+    bank.put("k1", ["old"], provenance())
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps({"k1": ["new"], "k2": ["x"], "k3": ["y"]}))
+    real_insert = bank_module._insert
+    calls = []
+
+    def failing_insert(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise sqlite3.OperationalError("disk I/O error")
+        return real_insert(*args, **kwargs)
+
+    monkeypatch.setattr(bank_module, "_insert", failing_insert)
+    with pytest.raises(sqlite3.OperationalError):
+        bank.import_json(source)
+    assert calls == ["k1", "k2"]
+    assert bank.version == 1 and bank.get("k1").milestones == ("old",) and bank.keys() == ["k1"]  # type: ignore[union-attr]
+
+
+def test_stored_values_no_check_would_allow_are_read_not_fatal(tmp_path: Path) -> None:
+    """A bank written before issue 13 (or edited by hand) may hold 1e300, NaN or broken JSON: readers cope."""
+    path = tmp_path / "bank.sqlite"
+    with MilestoneBank(path) as bank:
+        bank.put("k", ["a"], provenance())
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("INSERT INTO versions (key, version, milestones, run, epoch, trajectory_id, generator, "
+                   "created_at, frozen) VALUES ('k', 2, 'not json', 'r', 99999999999999999999, NULL, 'g', 1e300, 1)")
+    with MilestoneBank(path, readonly=True) as reader:
+        _, second = reader.history("k")
+    assert second.provenance.created_at == 1e300 and second.milestones == ("not json",) and second.frozen
+
+
+def test_export_never_overwrites_without_being_asked_and_never_the_bank(tmp_path: Path) -> None:
+    path = tmp_path / "bank.sqlite"
+    with MilestoneBank(path) as bank:
+        bank.put("k", ["a"], provenance())
+    before = path.read_bytes()
+    with MilestoneBank(path, readonly=True) as bank:
+        for target in (path, Path(f"{path}-wal"), tmp_path / "." / "bank.sqlite"):
+            with pytest.raises(MilestoneBankError, match="the milestone bank itself"):
+                bank.export_json(target, overwrite=True)
+        other = tmp_path / "ms.json"
+        other.write_text("mine")
+        with pytest.raises(FileExistsError):
+            bank.export_json(other)
+        assert other.read_text() == "mine"
+        bank.export_json(other, overwrite=True)
+        assert json.loads(other.read_text())["lists"]["k"]["milestones"] == ["a"]
+    assert path.read_bytes() == before

@@ -103,3 +103,69 @@ def test_errors_are_named_with_exit_code_2(capsys: pytest.CaptureFixture[str], r
     bad.write_text("{")
     code, _, err = run_cli(capsys, "import", str(run_dir), str(bad))
     assert code == 2 and "not a JSON milestone file" in err
+
+
+# -- issue 13: the command never writes into a file it did not create ---------------------------------
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_show_and_history_leave_the_bank_byte_for_byte(capsys: pytest.CaptureFixture[str], run_dir: Path) -> None:
+    before = tree(run_dir)
+    assert run_cli(capsys, "show", str(run_dir))[0] == 0
+    assert run_cli(capsys, "history", str(run_dir), "miniwob/login-user", "--json")[0] == 0
+    assert tree(run_dir) == before  # read-only: no -wal, no -shm, no checkpoint
+
+
+def test_export_replaces_a_json_file_only_with_force(capsys: pytest.CaptureFixture[str], run_dir: Path,
+                                                     tmp_path: Path) -> None:
+    target = tmp_path / "ms.json"
+    target.write_text("my notes")
+    code, _, err = run_cli(capsys, "export", str(run_dir), str(target))
+    assert code == 2 and "exists" in err and "--force" in err and target.read_text() == "my notes"
+    code, _, _ = run_cli(capsys, "export", str(run_dir), str(target), "--force")
+    assert code == 0 and json.loads(target.read_text())["format"] == "admire-milestones"
+    bank_bytes = (run_dir / "milestones.sqlite").read_bytes()
+    code, _, err = run_cli(capsys, "export", str(run_dir), str(run_dir / "milestones.sqlite"), "--force")
+    assert code == 2 and "the milestone bank itself" in err
+    assert (run_dir / "milestones.sqlite").read_bytes() == bank_bytes
+
+
+def insert_raw_version(bank_file: Path, created_at: object, milestones: str = '["x"]') -> None:
+    """A row no check lets in any more, as a bank written before issue 13 may hold."""
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(bank_file)) as db, db:
+        db.execute("INSERT INTO versions (key, version, milestones, run, epoch, trajectory_id, generator, "
+                   "created_at, frozen) VALUES ('miniwob/login-user', "
+                   "(SELECT MAX(version) + 1 FROM versions WHERE key = 'miniwob/login-user'), ?, 'old', 0, "
+                   "NULL, 'manual', ?, 1)", (milestones, created_at))
+
+
+@pytest.mark.parametrize("created_at", [1e300, -1e300, 1e30, "garbage"])
+def test_history_shows_a_bank_with_bad_stored_values(capsys: pytest.CaptureFixture[str], run_dir: Path,
+                                                     created_at: object) -> None:
+    insert_raw_version(run_dir / "milestones.sqlite", created_at, milestones="{broken")
+    code, table, err = run_cli(capsys, "history", str(run_dir), "miniwob/login-user")
+    assert code == 0 and "Traceback" not in err and "3 version(s)" in table and "? (" in table
+    from datetime import datetime
+
+    assert datetime.fromtimestamp(1_700_000_000).strftime("%Y-%m-%d") in table  # good versions keep their time
+    code, out, _ = run_cli(capsys, "history", str(run_dir), "miniwob/login-user", "--json")
+    assert code == 0
+    versions = json.loads(out)["versions"]  # strict JSON: NaN would not parse in most readers
+    assert versions[-1]["milestones"] == ["{broken"]
+    code, _, _ = run_cli(capsys, "show", str(run_dir), "--json")
+    assert code == 0
+
+
+def test_a_failed_import_into_a_new_run_creates_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps({"format": "admire-milestones", "lists": {"k": {"milestones": ["a"], "provenance": {
+        "run": "r", "epoch": 0, "trajectory_id": None, "generator": "g", "created_at": float("nan")}}}}))
+    code, _, err = run_cli(capsys, "import", str(tmp_path / "runs" / "new"), str(source))
+    assert code == 2 and "created_at" in err and "'k'" in err
+    assert not (tmp_path / "runs").exists()

@@ -9,6 +9,7 @@ import pytest
 from admire.cli import main
 from admire.viz.data import RunData
 from admire.viz.export import default_selection, export_html
+from tests.probe_harness import snapshot
 from tests.viz_helpers import EVIL, make_run
 
 
@@ -77,3 +78,60 @@ def test_admire_viz_refuses_a_missing_run_and_bad_options(tmp_path, run, capsys)
                  "--max-trajectories", "-1"]) == 2
     assert not (tmp_path / "x.html").exists()
     assert main(["viz", str(run.path), "--no-score", "--port", "70000"]) == 2
+
+
+# -- issue 13: the export writes one new file or replaces a previous export, nothing else ----------------
+
+
+def test_an_export_replaces_a_previous_export(run, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    argv = ["viz", str(run.path), "--export", str(out), "--no-score", "--max-trajectories", "1"]
+    assert main(argv) == 0
+    first = out.read_text(encoding="utf-8")
+    assert main([*argv[:-1], "2"]) == 0
+    assert out.read_text(encoding="utf-8") != first and out.read_text(encoding="utf-8").count('id="t-') == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "runs"]  # no temporary file left
+
+
+def test_an_export_creates_missing_folders(run, tmp_path, capsys):
+    out = tmp_path / "reports" / "june" / "report.html"
+    assert main(["viz", str(run.path), "--export", str(out), "--no-score", "--max-trajectories", "1"]) == 0
+    assert out.is_file()
+
+
+@pytest.mark.parametrize("kind", ["directory", "empty directory", "other file", "under a file"])
+def test_an_export_target_that_is_not_ours_is_refused_before_scoring(run, tmp_path, capsys, monkeypatch, kind):
+    """Refused before anything runs: not even the reward files of an unscored run are written."""
+    import admire.commands.viz as viz_command
+
+    monkeypatch.setattr(viz_command, "score_run", lambda data: pytest.fail("scored before checking --export"))
+    target = tmp_path / "target"
+    if kind == "directory":
+        target.mkdir()
+        (target / "index.html").write_text("someone's site")
+    elif kind == "empty directory":
+        target.mkdir()
+    elif kind == "other file":
+        target.write_text("<!doctype html><title>my page</title>")
+    else:
+        target.write_text("a file")
+        target = target / "report.html"
+    before = snapshot(tmp_path)
+    assert main(["viz", str(run.path), "--export", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("admire viz: error: ") and "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_write_that_fails_late_leaves_nothing(run, tmp_path, capsys, monkeypatch):
+    import admire.fileio as fileio
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", full_disk)
+    out = tmp_path / "new" / "report.html"
+    assert main(["viz", str(run.path), "--export", str(out), "--no-score"]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on device" in err and err.count("\n") == 1
+    assert not (tmp_path / "new").exists()  # the folder made for it is removed again

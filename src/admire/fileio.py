@@ -1,28 +1,100 @@
-"""Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half of one."""
+"""Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half of one.
+
+A written file gets the mode a plain ``open(path, "w")`` would give it — an existing file keeps its
+mode, a new one gets ``0o666 & ~umask`` — not ``mkstemp``'s 0600, so a run's config, summary,
+trajectories and checkpoints are as readable as its ``metrics.jsonl`` (which is opened plainly).
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+def atomic_write_bytes(path: str | Path, data: bytes, *, overwrite: bool = True) -> Path:
+    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+
+    ``overwrite=False`` never replaces an existing file, even one created while this call runs: the
+    temporary file is hard-linked to ``path`` (which fails if ``path`` exists) instead of renamed, and
+    ``FileExistsError`` is raised with nothing changed.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if not overwrite and (target.exists() or target.is_symlink()):
+        raise FileExistsError(f"{target} exists")
+    mode = _mode_for(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            _link_exclusive(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | Path, text: str, *, overwrite: bool = True) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), overwrite=overwrite)
+
+
+def default_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the process's umask."""
+    return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where Linux allows (``os.umask`` can only be read by
+    setting it, which would briefly change it for every other thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)  # an existing file keeps its mode, as open() keeps it
+    except OSError:
+        return default_file_mode()
+
+
+def _link_exclusive(tmp: str, target: Path) -> None:
+    """Publish ``tmp`` as ``target`` only if ``target`` does not exist; ``tmp`` is removed either way."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise FileExistsError(f"{target} exists") from None
+    except OSError:  # a file system without hard links: check, then rename (a small race, no worse than open)
+        if target.exists():
+            raise FileExistsError(f"{target} exists") from None
+        os.replace(tmp, target)
+        return
+    Path(tmp).unlink(missing_ok=True)
+
+
+def unwritable_reason(target: str | Path) -> str | None:
+    """Why a new file at ``target`` could not be written (its nearest existing folder is not a writable
+    directory), or None: lets a command refuse a bad output path before it does any work."""
+    folder = Path(target).parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable"
+    return None

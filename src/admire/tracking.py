@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from admire.fileio import atomic_write_text
 
 logger = logging.getLogger("admire.tracking")
 
@@ -25,7 +28,13 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """One JSON object per logged step, flushed at once so a killed run keeps every finished line."""
+    """One JSON object per logged step, flushed and fsynced at once.
+
+    The trainer logs an epoch's line right before it writes that epoch's checkpoint (which is fsynced),
+    so a line on disk is durable before the checkpoint that covers it exists: a crash or power loss can
+    tear only a line whose checkpoint was never written, which a resume truncates and re-logs anyway.
+    One fsync per epoch costs nothing that matters.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,6 +44,7 @@ class JsonlSink:
         record = {"step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         self._file.write(json.dumps(record, sort_keys=True) + "\n")
         self._file.flush()
+        os.fsync(self._file.fileno())
 
     def close(self) -> None:
         self._file.close()
@@ -133,26 +143,83 @@ class Tracker:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The records of a ``metrics.jsonl``; a torn last line (killed writer) is ignored."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    """The records of a ``metrics.jsonl``, in file order.
+
+    A line that is not a JSON object with an integer ``step`` is skipped with a warning naming the file
+    and the line: a torn last line (a writer killed mid-write), a corrupted line, or a hand edit. None of
+    them is fatal, since the other lines are still the run's record.
+    """
+    return _parse_metrics(path)[0]
 
 
 def truncate_metrics(path: Path, before_step: int) -> None:
-    """Keep only records logged before ``before_step``: a resumed run rewrites what came after."""
+    """Keep only records logged before ``before_step``: a resumed run rewrites what came after.
+
+    The file is rewritten atomically (a crash leaves the old file or the new one) and only when something
+    changes. Malformed lines are reported (``read_metrics``) and dropped. When fewer epochs than
+    ``before_step`` have a line — the checkpoint covers epochs whose metrics are gone — one warning says
+    which: those numbers cannot be recreated without redoing the epochs, so the curve has a gap there.
+    """
     if not path.exists():
+        if before_step > 0:
+            _warn_missing(path, list(range(before_step)), before_step)
         return
-    kept = [r for r in read_metrics(path) if int(r.get("step", 0)) < before_step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept), encoding="utf-8")
-    tmp.replace(path)
+    records, malformed, torn = _parse_metrics(path)
+    kept = [r for r in records if r["step"] < before_step]
+    missing = sorted(set(range(before_step)) - {r["step"] for r in kept})
+    if missing:
+        _warn_missing(path, missing, before_step)
+    if len(kept) != len(records) or malformed or torn:  # torn: a kept last line needs its newline
+        atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+
+
+def _parse_metrics(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
+    """(good records, number of malformed lines, whether the file ends mid-line); each malformed line is
+    logged once."""
+    if not path.exists():
+        return [], 0, False
+    records: list[dict[str, Any]] = []
+    malformed = 0
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    torn_tail = bool(lines) and lines[-1] != b""  # the file does not end in a newline: the writer stopped mid-line
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        problem = _check_line(raw)
+        if isinstance(problem, dict):
+            records.append(problem)
+            continue
+        malformed += 1
+        if number == len(lines) and torn_tail:
+            problem = f"a torn last line ({problem}), as a writer killed mid-line leaves"
+        logger.warning("%s line %d skipped: %s", path, number, problem)
+    return records, malformed, torn_tail
+
+
+def _check_line(raw: bytes) -> dict[str, Any] | str:
+    """The record on one line, or what is wrong with it."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except (json.JSONDecodeError, RecursionError) as error:
+        return f"not JSON ({error})"
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    step = record.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        return f"no valid 'step' (got {step!r}; a record needs an integer step >= 0)"
+    return record
+
+
+def _warn_missing(path: Path, missing: list[int], covered: int) -> None:
+    shown = ", ".join(str(step) for step in missing[:10]) + (", ..." if len(missing) > 10 else "")
+    logger.warning(
+        "%s has no metrics for %d of the %d epoch(s) the checkpoint covers (epoch %s); they cannot be "
+        "recreated without the data, so the learning curve has a gap there",
+        path, len(missing), covered, shown,
+    )
 
 
 def _is_number(value: Any) -> bool:

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765)")
     parser.add_argument("--export", metavar="FILE", default=None,
-                        help="write one self-contained HTML file (works offline) instead of serving")
+                        help="write one self-contained HTML file (works offline) instead of serving; a new "
+                             "file, or a previous export to replace")
     parser.add_argument("--max-trajectories", type=int, default=None,
                         help="trajectories in the export (default 200: the last training epoch, then evaluations)")
     parser.add_argument("--no-score", action="store_true",
@@ -37,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from admire.viz.data import RunData
-    from admire.viz.export import DEFAULT_MAX_TRAJECTORIES, write_export
+    from admire.viz.export import DEFAULT_MAX_TRAJECTORIES, ExportTargetError, check_export_target, write_export
 
     try:
         data = RunData(args.run)
@@ -50,12 +51,22 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         print(f"admire viz: error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
         return 2
+    if args.export:
+        try:  # before scoring, which writes reward files into the run: a refused export changes nothing
+            check_export_target(Path(args.export))
+        except ExportTargetError as exc:
+            print(f"admire viz: error: {exc}", file=sys.stderr)
+            return 2
     if not args.no_score:
         for kind, epoch, count in score_run(data):
             print(f"scored {kind} epoch {epoch}: {count} trajectories", file=sys.stderr)
     if args.export:
-        path = write_export(data, args.export, args.max_trajectories if args.max_trajectories is not None
-                            else DEFAULT_MAX_TRAJECTORIES)
+        try:
+            path = write_export(data, args.export, args.max_trajectories if args.max_trajectories is not None
+                                else DEFAULT_MAX_TRAJECTORIES)
+        except ExportTargetError as exc:
+            print(f"admire viz: error: {exc}", file=sys.stderr)
+            return 2
         print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB)")
         if args.open:
             import webbrowser

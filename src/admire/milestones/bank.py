@@ -8,11 +8,17 @@ busy timeout makes writers queue rather than fail.
 
 ``version`` is a global counter over all lists (the row id, never reused), which a checkpoint records
 so that a resumed run can tell whether the bank moved on.
+
+The bank never writes into a file it did not create: an existing database is checked to be a bank
+before anything else happens (no table added, no switch to WAL), ``readonly=True`` opens it with
+SQLite's ``mode=ro`` for commands that only read, and every number a write stores is checked first
+(a ``created_at`` of NaN or 1e300 would otherwise be stored for good and break every later reader).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -31,6 +37,12 @@ KeyKind = Literal["task", "instruction", "skeleton"]
 SCHEMA_VERSION = 1
 EXPORT_FORMAT = "admire-milestones"
 BUSY_TIMEOUT_MS = 60_000
+MAX_CREATED_AT = 253_402_300_799.0
+"""The last second of year 9999: later (or negative) times are not times a list was written, and
+``datetime`` cannot show them."""
+MAX_EPOCH = 2**63 - 1
+"""SQLite's INTEGER range."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class MilestoneBankError(RuntimeError):
@@ -50,6 +62,10 @@ class Provenance:
     trajectory_id: str | None
     generator: str
     created_at: float
+
+
+MilestoneEntry = tuple[str, tuple[str, ...], Provenance | None]
+"""One list of a milestone file: key, phrases and the provenance it was exported with (if any)."""
 
 
 @dataclass(frozen=True)
@@ -89,14 +105,28 @@ class MilestoneBank:
     believes are adaptive; ``update_bank`` checks first and never tries.
     """
 
-    def __init__(self, path: str | Path, mode: BankMode = "adaptive") -> None:
+    def __init__(self, path: str | Path, mode: BankMode = "adaptive", *, readonly: bool = False) -> None:
+        """Open (or create) the bank at ``path``.
+
+        ``readonly=True`` opens an existing bank for reading only (``MilestoneBankError`` when the file is
+        missing or is not a bank) and never changes the file: what ``admire milestones show`` uses.
+        """
         if mode not in ("adaptive", "static"):
             raise ValueError(f"the bank mode is 'adaptive' or 'static', got {mode!r}")
         self.mode: BankMode = mode
         self.path = str(path)
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        if readonly:
+            self._db = _connect_readonly(self.path)
+            try:
+                self._check_is_bank(empty_ok=False)
+            except BaseException:
+                self._db.close()
+                raise
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                        check_same_thread=False)
@@ -104,6 +134,7 @@ class MilestoneBank:
             raise MilestoneBankError(f"cannot open the milestone bank {self.path}: {error}") from None
         try:
             self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._check_is_bank(empty_ok=True)  # before anything that writes: a foreign file stays untouched
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode = WAL")
             # FULL: a committed version survives power loss too, not only a killed process. Writes
@@ -113,8 +144,36 @@ class MilestoneBank:
         except sqlite3.DatabaseError as error:
             self._db.close()
             raise MilestoneBankError(f"{self.path} is not a usable milestone bank: {error}") from None
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- setup -----------------------------------------------------------------------------------
+
+    def _check_is_bank(self, *, empty_ok: bool) -> None:
+        """Refuse a database that is not a bank, reading only: ``empty_ok`` accepts one with no tables
+        (a new file, which the writer then initialises)."""
+        try:
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables and empty_ok:
+                return
+            schema = None
+            if {"meta", "versions"} <= tables:
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(versions)")}
+                row = self._db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                if set(_COLUMNS.replace(" ", "").split(",")) <= columns and row is not None:
+                    schema = row[0]
+        except sqlite3.DatabaseError as error:
+            raise MilestoneBankError(f"{self.path} is not a usable milestone bank: {error}") from None
+        if schema is None:
+            what = f"it has the tables {', '.join(sorted(tables))}" if tables else "it is an empty database"
+            raise MilestoneBankError(f"{self.path} is not an ADMIRE milestone bank ({what}); pass a bank file or "
+                                     "a run directory, and leave other databases alone")
+        if not str(schema).isdigit() or int(schema) > SCHEMA_VERSION:
+            raise MilestoneBankError(
+                f"{self.path} was written by a newer admire (bank schema {schema}, this one reads "
+                f"{SCHEMA_VERSION}); upgrade admire to open it"
+            )
 
     def _create_schema(self) -> None:
         with self._write() as db:
@@ -134,6 +193,8 @@ class MilestoneBank:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction. BEGIN IMMEDIATE takes the database's write lock up front, so two
         processes never both read the latest version and then collide on the insert."""
+        if self.readonly:
+            raise MilestoneBankError(f"the milestone bank {self.path} was opened read-only")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -216,8 +277,15 @@ class MilestoneBank:
         with self._write() as db:
             return db.execute("DELETE FROM versions WHERE seq > ?", (int(version),)).rowcount
 
-    def export_json(self, path: str | Path) -> Path:
-        """Write the latest version of every list to a JSON file (atomically) that ``import_json`` reads."""
+    def export_json(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the latest version of every list to a JSON file (atomically) that ``import_json`` reads.
+
+        An existing file is replaced only with ``overwrite=True`` (``FileExistsError`` otherwise), and
+        never when it is this bank or its journal: exporting over the bank would destroy it.
+        """
+        target = Path(path)
+        if self.is_own_file(target):
+            raise MilestoneBankError(f"{target} is the milestone bank itself; export to a new .json file")
         lists = self.latest()
         document = {
             "format": EXPORT_FORMAT,
@@ -233,7 +301,12 @@ class MilestoneBank:
                 for item in lists
             },
         }
-        return atomic_write_text(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        return atomic_write_text(target, json.dumps(document, indent=2, ensure_ascii=False) + "\n",
+                                 overwrite=overwrite)
+
+    def is_own_file(self, path: str | Path) -> bool:
+        """Whether writing ``path`` would write this bank's file or one of SQLite's side files for it."""
+        return self.path != ":memory:" and _same_file_or_journal(Path(path), Path(self.path))
 
     def import_json(self, path: str | Path, freeze: bool = True) -> list[MilestoneList]:
         """Add the lists of a milestone file as new versions; ``freeze`` makes training leave them alone.
@@ -244,12 +317,21 @@ class MilestoneBank:
         static milestones get into a bank.
         """
         source = Path(path)
-        entries = _read_milestone_file(source)
-        fallback = Provenance(run=f"import:{source.name}", epoch=0, trajectory_id=None, generator="manual",
+        return self.import_lists(read_milestone_file(source), source.name, freeze=freeze)
+
+    def import_lists(self, entries: Sequence[MilestoneEntry], source: str, freeze: bool = True) -> list[MilestoneList]:
+        """Add already-read entries (``read_milestone_file``) in one transaction: all of them or none.
+
+        Entries without provenance are recorded as imported from ``source`` now. Every entry is checked
+        before the transaction starts, so a bad one is named and nothing is written.
+        """
+        fallback = Provenance(run=f"import:{source}", epoch=0, trajectory_id=None, generator="manual",
                               created_at=time.time())
+        checked = [(_check_key(key), _check_milestones(phrases, f"the milestones for {key!r}"),
+                    _check_provenance(provenance or fallback, f"the provenance of {key!r}"))
+                   for key, phrases, provenance in entries]
         with self._write() as db:
-            return [_insert(db, key, phrases, provenance or fallback, frozen=freeze)
-                    for key, phrases, provenance in entries]
+            return [_insert(db, key, phrases, provenance, frozen=freeze) for key, phrases, provenance in checked]
 
     def close(self) -> None:
         with self._lock:
@@ -268,7 +350,7 @@ class MilestoneBank:
 def _insert(db: sqlite3.Connection, key: str, phrases: tuple[str, ...], provenance: Provenance,
             frozen: bool) -> MilestoneList:
     """Append the next version of ``key``; the caller holds the write transaction."""
-    _check_provenance(provenance)
+    _check_provenance(provenance, f"the provenance of {key!r}")
     (latest,) = db.execute("SELECT COALESCE(MAX(version), 0) FROM versions WHERE key = ?", (key,)).fetchone()
     version = int(latest) + 1
     db.execute(
@@ -280,14 +362,37 @@ def _insert(db: sqlite3.Connection, key: str, phrases: tuple[str, ...], provenan
 
 
 def _row_to_list(row: Sequence[Any]) -> MilestoneList:
+    """A stored row as a list, tolerating values no check would let in today (a bank written by an older
+    admire, or edited by hand): a reader shows them rather than failing on them."""
     key, version, milestones, run, epoch, trajectory_id, generator, created_at, frozen = row
+    try:
+        phrases = json.loads(milestones)
+        if not isinstance(phrases, list):
+            phrases = [milestones]
+    except (TypeError, ValueError, RecursionError):
+        phrases = [milestones]
     return MilestoneList(
-        key=key,
-        version=int(version),
-        milestones=tuple(json.loads(milestones)),
-        provenance=Provenance(run, int(epoch), trajectory_id, generator, float(created_at)),
+        key=str(key),
+        version=_int_or(version, 0),
+        milestones=tuple(str(phrase) for phrase in phrases),
+        provenance=Provenance(str(run), _int_or(epoch, 0), None if trajectory_id is None else str(trajectory_id),
+                              str(generator), _float_or_nan(created_at)),
         frozen=bool(frozen),
     )
+
+
+def _int_or(value: object, default: int) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def _float_or_nan(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
 
 
 def _check_key(key: object) -> str:
@@ -309,18 +414,52 @@ def _check_milestones(milestones: object, what: str) -> tuple[str, ...]:
     return tuple(phrases)
 
 
-def _check_provenance(provenance: object) -> None:
+def _check_provenance(provenance: object, what: str = "the provenance") -> Provenance:
+    """The provenance, if every field holds a value a reader can use; ValueError naming the field if not."""
     if not isinstance(provenance, Provenance):
         raise TypeError(f"provenance must be a Provenance, got {type(provenance).__name__}")
+    for name in ("run", "generator"):
+        if not isinstance(getattr(provenance, name), str):
+            raise ValueError(f"{what}: {name} must be a string, got {getattr(provenance, name)!r}")
+    if provenance.trajectory_id is not None and not isinstance(provenance.trajectory_id, str):
+        raise ValueError(f"{what}: trajectory_id must be a string or null, got {provenance.trajectory_id!r}")
+    _check_epoch(provenance.epoch, what)
+    _check_created_at(provenance.created_at, what)
+    return provenance
 
 
-def _read_milestone_file(path: Path) -> list[tuple[str, tuple[str, ...], Provenance | None]]:
+def _check_epoch(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EPOCH:
+        raise ValueError(f"{what}: epoch must be an integer from 0 to {MAX_EPOCH}, got {value!r}")
+    return value
+
+
+def _check_created_at(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or not 0 <= value <= MAX_CREATED_AT:
+        raise ValueError(f"{what}: created_at must be a Unix time in seconds from 0 to {MAX_CREATED_AT:.0f} "
+                         f"(the year 9999), got {value!r}")
+    return float(value)
+
+
+def read_milestone_file(path: str | Path) -> list[MilestoneEntry]:
+    """Every list of a milestone file, checked completely (keys, phrases, provenance and its numbers).
+
+    ``FileNotFoundError`` or a ``ValueError`` naming the file, the key and the field; reading only, so
+    a caller can check a file before it opens (or creates) a bank.
+    """
+    path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FileNotFoundError(f"no milestone file at {path}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a JSON milestone file: {error}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory, not a JSON milestone file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        detail = "nested too deeply" if isinstance(error, RecursionError) else str(error)
+        raise ValueError(f"{path} is not a JSON milestone file: {detail}") from None
+    except OSError as error:
+        raise ValueError(f"cannot read the milestone file {path}: {error.strerror or error}") from None
     if not isinstance(document, Mapping):
         raise ValueError(f"{path}: a milestone file is a JSON object, either an `admire milestones export` "
                          'or {"<key>": ["phrase", ...]}')
@@ -328,10 +467,11 @@ def _read_milestone_file(path: Path) -> list[tuple[str, tuple[str, ...], Provena
     lists = document.get("lists") if exported else document
     if not isinstance(lists, Mapping):
         raise ValueError(f"{path}: 'lists' must be an object of key → list")
-    entries: list[tuple[str, tuple[str, ...], Provenance | None]] = []
+    entries: list[MilestoneEntry] = []
     for key, value in lists.items():
         where = f"{path}: key {key!r}"
-        _check_key(key)
+        if not isinstance(key, str) or not key.strip():
+            raise ValueError(f"{path}: a milestone key must be a non-empty string, got {key!r}")
         provenance = None
         if exported:
             if not isinstance(value, Mapping) or "milestones" not in value:
@@ -347,12 +487,54 @@ def _provenance_from(data: object, where: str) -> Provenance | None:
         return None
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: 'provenance' must be an object")
+    missing = [name for name in ("run", "epoch", "generator", "created_at") if name not in data]
+    if missing:
+        raise ValueError(f"{where}: bad provenance (missing {', '.join(missing)})")
+    provenance = Provenance(run=data["run"], epoch=data["epoch"], trajectory_id=data.get("trajectory_id"),
+                            generator=data["generator"], created_at=data["created_at"])
+    return _check_provenance(provenance, f"{where}: provenance")
+
+
+def _connect_readonly(path: str) -> sqlite3.Connection:
+    """A read-only connection (SQLite ``mode=ro``) that leaves the file and its folder as they were.
+
+    A database with no ``-wal`` (or ``-journal``) beside it has everything in the main file and no other
+    connection, so it is opened ``immutable``: SQLite then creates no ``-shm``/``-wal`` files either. One
+    in use (a training run writing its bank) is opened plainly read-only, sharing that run's WAL.
+    """
+    file = Path(path)
+    if path == ":memory:" or not file.is_file():
+        raise MilestoneBankError(f"no milestone bank at {path}; pass a bank file or a run directory that has one")
     try:
-        return Provenance(run=str(data["run"]), epoch=int(data["epoch"]),
-                          trajectory_id=None if data.get("trajectory_id") is None else str(data["trajectory_id"]),
-                          generator=str(data["generator"]), created_at=float(data["created_at"]))
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{where}: bad provenance ({error})") from None
+        with file.open("rb") as handle:
+            header = handle.read(len(SQLITE_MAGIC))
+    except OSError as error:
+        raise MilestoneBankError(f"cannot read {path}: {error.strerror or error}") from None
+    if header != SQLITE_MAGIC:
+        what = "an empty file" if not header else "not an SQLite database"
+        raise MilestoneBankError(f"{path} is not an ADMIRE milestone bank ({what}); pass a bank file or a run "
+                                 "directory")
+    in_use = any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-journal"))
+    uri = file.resolve().as_uri() + ("?mode=ro" if in_use else "?mode=ro&immutable=1")
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                             check_same_thread=False)
+        db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    except sqlite3.Error as error:
+        raise MilestoneBankError(f"cannot open the milestone bank {path}: {error}") from None
+    return db
+
+
+def _same_file_or_journal(target: Path, bank: Path) -> bool:
+    """Whether writing ``target`` would write the bank or one of its SQLite side files."""
+    resolved = target.resolve()
+    bank = bank.resolve()
+    if resolved in {bank, Path(f"{bank}-wal"), Path(f"{bank}-shm"), Path(f"{bank}-journal")}:
+        return True
+    try:
+        return target.exists() and bank.exists() and target.samefile(bank)
+    except OSError:
+        return False
 
 
 def milestone_key(

@@ -300,7 +300,7 @@ class RunData:
             if not self.run.bank.exists():
                 return {}
             try:
-                with MilestoneBank(self.run.bank) as bank:
+                with MilestoneBank(self.run.bank, readonly=True) as bank:
                     return {name: bank.history(name) for name in bank.keys()}  # noqa: SIM118 - not a dict
             except MilestoneBankError:
                 return {}

@@ -4,19 +4,32 @@ The file opens from disk on a machine with no network and no admire: every page 
 a ``<section class="page">`` with an anchor, and the inline script shows one section at a time (without
 script, all sections show one after the other). Which trajectories go in is capped, because each brings
 its screenshots: by default every held-out evaluation and the last training epoch.
+
+The export writes one file and never replaces one it did not write: the target must be a new path or a
+previous export (an admire report, which the viewer marks ``data-exported``); a directory, any other
+file, or a path that cannot be written is refused (``ExportTargetError``) before anything is rendered.
+The file is written to a temporary file beside the target and renamed, so a failure leaves no half file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from admire.fileio import atomic_write_text
+from admire.fileio import atomic_write_text, unwritable_reason
 from admire.viz import render
 from admire.viz.data import RunData, TrajectoryFilter
 from admire.viz.index import TrajectoryRow
 
 DEFAULT_MAX_TRAJECTORIES = 200
+_EXPORT_MARKS = (b"<!doctype html>", b"admire report</title>", b'<body data-exported="1">')
+_MARK_SCAN_BYTES = 1 << 20
+
+
+class ExportTargetError(ValueError):
+    """The export cannot go where it was asked to; the message names the path and what to do."""
 
 
 def default_selection(data: RunData, max_trajectories: int = DEFAULT_MAX_TRAJECTORIES) -> list[TrajectoryRow]:
@@ -52,7 +65,57 @@ def export_html(data: RunData, rows: Sequence[TrajectoryRow] | None = None,
 
 
 def write_export(data: RunData, path: str | Path, max_trajectories: int = DEFAULT_MAX_TRAJECTORIES) -> Path:
-    return atomic_write_text(Path(path), export_html(data, max_trajectories=max_trajectories))
+    """Render the export and write it to ``path``, atomically; ``ExportTargetError`` for a target that is not
+    a new file or a previous export, or that cannot be written (nothing is left behind then)."""
+    target = Path(path)
+    replace = check_export_target(target)
+    html = export_html(data, max_trajectories=max_trajectories)
+    created = [folder for folder in target.parents if not folder.exists()]
+    try:
+        return atomic_write_text(target, html, overwrite=replace)
+    except FileExistsError:
+        raise ExportTargetError(f"{target} appeared while the report was written; export again") from None
+    except OSError as error:
+        for folder in created:  # innermost first: remove only the folders this call made, if still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise ExportTargetError(f"cannot write {target}: {_reason(error)}; choose a writable path") from None
+
+
+def check_export_target(target: Path) -> bool:
+    """Whether ``target`` may be written, and if so whether it replaces a previous export (True) or is new.
+
+    Refused: a directory (the export is one file), an existing file that is not an admire export, and a
+    path whose nearest existing folder is not a writable directory.
+    """
+    if target.is_dir():
+        raise ExportTargetError(f"{target} is a directory; the export is one HTML file, e.g. "
+                                f"--export {target / 'report.html'}")
+    if target.exists() or target.is_symlink():
+        if target.is_symlink() or not target.is_file() or not is_previous_export(target):
+            raise ExportTargetError(f"{target} exists and is not an admire export; choose a new file name "
+                                    "(only a previous export is replaced)")
+        if not os.access(target.parent, os.W_OK | os.X_OK):
+            raise ExportTargetError(f"cannot write {target}: its folder is not writable; choose a writable path")
+        return True
+    reason = unwritable_reason(target)
+    if reason:
+        raise ExportTargetError(f"cannot write {target}: {reason}; choose a writable path")
+    return False
+
+
+def is_previous_export(path: Path) -> bool:
+    """Whether ``path`` is a report ``admire viz --export`` wrote (the marks of ``render.document``)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_MARK_SCAN_BYTES)
+    except OSError:
+        return False
+    return head.startswith(_EXPORT_MARKS[0]) and all(mark in head for mark in _EXPORT_MARKS[1:])
+
+
+def _reason(error: OSError) -> str:
+    return (error.strerror or str(error)).lower()
 
 
 def _page(anchor: str, body: str) -> str:
