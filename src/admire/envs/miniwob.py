@@ -10,15 +10,21 @@ What this adds to miniwob's gym env, and why:
 * **No wall-clock limit.** MiniWoB pages end an episode after 7–30 s; a policy that thinks longer than
   that would fail for being slow. Every reset sets ``core.EPISODE_MAX_TIME`` to 10^9 ms and the step
   budget is enforced here instead (``max_steps``, or ``Task.max_steps``).
-* **Fewer round trips.** A step is the action's own call(s) plus one page read
-  (:data:`~admire.envs.miniwob_dom.READ_PAGE_JS`), against four to five calls in miniwob's step.
+* **A settled screen.** After reset and after every action the page is read only once it is quiet
+  (no pending short timer or animation frame, no DOM change for ``settle_quiet_s``), at most
+  ``settle_max_s`` later (:mod:`admire.envs.miniwob_settle`): a menu that opens 0.3 s after typing is
+  in the observation whatever the machine's speed, so a seeded run is reproducible.
+* **Fewer round trips.** A step is the action's own call(s) plus one call that waits for the page to
+  settle and reads it (:data:`~admire.envs.miniwob_settle.SETTLE_READ_JS`), against four to five
+  calls in miniwob's step.
   Actions are executed by miniwob's own ``execute_action_on_chromedriver``; the DOM is parsed by
   miniwob's own ``DOMElement``; rewards are the page's ``WOB_RAW_REWARD_GLOBAL``.
 * **AndroidWorld's action and element vocabulary**, so policies never know which backend they face.
 
 Outcome: success is ``raw_reward == 1``; a page that ends the episode otherwise (a wrong answer) is a
 ``failure``. ``StepResult.info`` carries ``raw_reward``, ``termination`` (``success``, ``failure``,
-``agent_stop``, ``max_steps``, or ``None`` while running) and ``screen_changed``.
+``agent_stop``, ``max_steps``, or ``None`` while running), ``screen_changed``, ``settle_s`` (how long
+the step waited for the page to settle) and ``settled`` (False: the page was still busy at the cap).
 
 The task's parsed ``fields`` (miniwob's ground truth) never enter an ``Observation``; only
 :meth:`MiniWoBEnv.ground_truth` returns them, and it is for oracles and tests, never for agents.
@@ -50,7 +56,17 @@ from admire.envs.miniwob_browser import (
     resolve_browser_paths,
     shut_down,
 )
-from admire.envs.miniwob_dom import READ_PAGE_JS, Page, read_page
+from admire.envs.miniwob_dom import Page, read_page
+from admire.envs.miniwob_settle import (
+    DEFAULT_SETTLE_MAX_S,
+    DEFAULT_SETTLE_QUIET_S,
+    SETTLE_HOOK_JS,
+    SETTLE_READ_JS,
+    SHORT_TIMER_MS,
+    SettleReport,
+    check_settle_options,
+    settle_report,
+)
 from admire.types import Action, Observation, Screenshot, Task, Termination
 
 log = logging.getLogger(__name__)
@@ -63,15 +79,20 @@ FAILURE = "failure"
 TASK_READY_POLL_S = 0.05
 TASK_READY_MAX_WAIT_S = 2.0
 
-RESET_JS = """
-core.EPISODE_MAX_TIME = arguments[0];
+RESET_JS = SETTLE_HOOK_JS + """
+if (window.__admireSettle.leftovers()) { return 'reload'; }
+core.EPISODE_MAX_TIME = arguments[1];
 core.endEpisode(0);
-Math.seedrandom(arguments[1]);
-core.setDataMode(arguments[2]);
+Math.seedrandom(arguments[2]);
+core.setDataMode(arguments[3]);
 core.startEpisodeReal();
 return WOB_TASK_READY;
 """
-"""miniwob's ``force_stop`` + ``begin_task`` (seed, data mode, start) in one call, timer lifted first."""
+"""miniwob's ``force_stop`` + ``begin_task`` (seed, data mode, start) in one call, timer lifted first;
+the settle hooks are installed before the episode starts, so its first timers are counted. Answers
+``'reload'`` (and starts nothing) when the last episode left visible elements outside the task area,
+e.g. use-autocomplete's open menu: the page is then loaded afresh, so an episode never shows another
+episode's leftovers. Arguments: short-timer ms, max time, seed, data mode."""
 
 
 @functools.cache
@@ -110,7 +131,11 @@ class MiniWoBEnv:
     sleeps), ``scroll_px`` (wheel distance of one scroll), ``chrome_binary``/``chromedriver``
     (default: ``MINIWOB_CHROME_BINARY``/``MINIWOB_CHROMEDRIVER``, else ``/usr/bin/...``),
     ``scratch_root`` (where the per-env TMPDIR goes), ``command_timeout_s`` (a browser call that takes
-    longer is a crash), ``data_mode`` (miniwob's train/test generator switch).
+    longer is a crash), ``data_mode`` (miniwob's train/test generator switch), ``settle_quiet_s`` and
+    ``settle_max_s`` (after reset and each action, wait until no short timer or animation frame is
+    pending and the DOM has not changed for ``settle_quiet_s``, default 0.02 s, but at most
+    ``settle_max_s``, default 1.5 s; ``settle_max_s=0`` reads at once, as before issue 13 — not
+    reproducible on timing-sensitive tasks).
 
     The browser starts on the first ``reset``. Not thread-safe: one env per thread.
     """
@@ -128,6 +153,8 @@ class MiniWoBEnv:
         scratch_root: str | Path | None = None,
         command_timeout_s: float = 60.0,
         data_mode: str = "train",
+        settle_quiet_s: float = DEFAULT_SETTLE_QUIET_S,
+        settle_max_s: float = DEFAULT_SETTLE_MAX_S,
     ) -> None:
         if int(max_steps) < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -140,6 +167,8 @@ class MiniWoBEnv:
         self.scroll_px = int(scroll_px)
         self.command_timeout_s = float(command_timeout_s)
         self.data_mode = data_mode
+        self.settle_quiet_s, self.settle_max_s = check_settle_options(settle_quiet_s, settle_max_s)
+        self.last_settle = SettleReport(settled=False, waited_s=0.0, busy="")
         self._paths = resolve_browser_paths(chrome_binary, chromedriver)  # fails early if missing
         self._scratch_root = scratch_root
         self._instance: Any = None  # FlaggedSeleniumInstance, built lazily
@@ -170,8 +199,11 @@ class MiniWoBEnv:
         self._episode_over = True
         self._task = task
         with self._guard("starting an episode"):
-            ready = self._driver.execute_script(RESET_JS, LIFTED_EPISODE_MAX_TIME_MS, int(task.seed),
-                                                self.data_mode)
+            args = (RESET_JS, SHORT_TIMER_MS, LIFTED_EPISODE_MAX_TIME_MS, int(task.seed), self.data_mode)
+            ready = self._driver.execute_script(*args)
+            if ready == "reload":
+                self._switch(template)
+                ready = self._driver.execute_script(*args)
             self._wait_until_ready(ready)
             page = self._read()
         self._fields = page.fields if page.fields is not None else self._extract_fields(page.utterance)
@@ -351,8 +383,18 @@ class MiniWoBEnv:
             ready = self._driver.execute_script("return WOB_TASK_READY;")
 
     def _read(self) -> Page:
+        """Wait for the page to settle (bounded), then read it: one browser call. The wait is part of
+        the step's own browser call, so it counts against nothing but wall time, and a browser that
+        dies during it fails like any other call (inside ``_guard``)."""
         instance = self._instance
-        return read_page(self._driver.execute_script(READ_PAGE_JS), (instance.task_width, instance.task_height))
+        raw = self._driver.execute_async_script(SETTLE_READ_JS, SHORT_TIMER_MS, self.settle_quiet_s * 1000,
+                                                self.settle_max_s * 1000)
+        if not isinstance(raw, Mapping):
+            raise RuntimeError(f"reading the page answered {type(raw).__name__}, not an object")
+        if "error" in raw and "done" not in raw:
+            raise RuntimeError(f"reading the page failed in the page: {raw['error']}")
+        self.last_settle = settle_report(raw)
+        return read_page(raw, (instance.task_width, instance.task_height))
 
     def _extract_fields(self, utterance: str) -> tuple[tuple[str, str], ...]:
         try:
@@ -430,6 +472,8 @@ class MiniWoBEnv:
             "step": self._steps,
             "max_steps": self._budget,
             "miniwob_actions": [op.kind for op in plan.ops],
+            "settle_s": round(self.last_settle.waited_s, 4),
+            "settled": self.last_settle.settled,
         }
         self._page = after
         self._episode_over = termination is not None
