@@ -42,3 +42,12 @@ def test_bench_list_names_the_benchmarks(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["bench", "--list"]) == 0
     names = capsys.readouterr().out.split()
     assert {"env_throughput", "matcher_calibration", "matcher_speed", "reward_speed"} <= set(names)
+
+
+def test_version_is_the_installed_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"admire {version('admire')}"

@@ -46,7 +46,7 @@ def test_one_real_training_update_changes_the_policy_and_fills_the_run_dir(
     assert code == 0
     run = RunDir(tmp_path / "one")
     for path in (run.config, run.metrics, run.bank, run.summary, run.report / "learning_curve.png",
-                 run.checkpoints / "latest.pt", run.trajectory_file("train", 0), run.trajectory_file("eval", 0)):
+                 run.checkpoints / "latest.json", run.trajectory_file("train", 0), run.trajectory_file("eval", 0)):
         assert path.exists(), path
     checkpoint = run.load_checkpoint()
     assert checkpoint is not None and checkpoint["state"]["epoch"] == 1

@@ -27,11 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="admire", description="Train GUI agents with reinforcement learning and adaptive milestone rewards."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)  # light: heavy imports live inside run()
         module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP))
     return parser
+
+
+def installed_version() -> str:
+    """The version pip installed (package metadata), so a bug report names the exact build."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("admire")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

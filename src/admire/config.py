@@ -7,6 +7,7 @@ Hydra's override grammar (``trainer.total_epochs=5``, ``+new.key=1``, ``env.max_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,30 @@ def load_config(
         with initialize_config_dir(config_dir=str(directory.resolve()), version_base=None):
             cfg = compose(config_name=name, overrides=list(overrides))
     except HydraException as exc:
-        raise ValueError(f"bad configuration override: {exc}") from None
+        raise ValueError(hydra_one_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
     return cfg
+
+
+def hydra_one_line(exc: Exception) -> str:
+    """Hydra's override errors span lines (a caret under the text, numbered options); the CLI prints one:
+    ``<key>: <what is wrong>; <fix>``."""
+    text = str(exc)
+    unknown = re.match(r"Could not override '([^']+)'", text)
+    if unknown:
+        from admire.config_schema import suggest
+
+        key = unknown.group(1)
+        return f"{key}: unknown key; {suggest(key)}"
+    ambiguous = re.match(r"Ambiguous value for argument '([^'=]+)=([^']*)'", text)
+    if ambiguous:
+        key, value = ambiguous.groups()
+        return (f"{key}: the value {value!r} has a comma; quote it for a string ({key}='{value}') "
+                f"or bracket it for a list ({key}=[{value}])")
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    detail = "; ".join(line for line in lines if line and set(line) != {"^"})
+    return f"bad configuration override: {detail}; write overrides as key=value, e.g. trainer.total_epochs=5"
 
 
 # Keys added after runs already existed, with the value that reproduces how those runs behaved. A run
@@ -57,17 +78,22 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "actor_rollout_ref.actor.entropy_coef": 0.0,
     "env.train_instances_per_task": None,
     "trainer.total_env_steps": None,
+    "env.executor": "local",
+    "actor_rollout_ref.warm_start.enable": False,
 }
 
 
 def with_legacy_defaults(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` (a plain nested dict) with every key of ``LEGACY_DEFAULTS`` it lacks filled in."""
+    """``config`` (a plain nested dict) with every key of ``LEGACY_DEFAULTS`` it lacks filled in (inside
+    sections it has: a sub-section such as ``actor_rollout_ref.warm_start`` is added, a top-level one is not)."""
     filled = {section: dict(values) if isinstance(values, dict) else values for section, values in config.items()}
     for dotted, value in LEGACY_DEFAULTS.items():
         *parents, leaf = dotted.split(".")
         node: Any = filled
-        for name in parents:
+        for depth, name in enumerate(parents):
             child = node.get(name)
+            if child is None and depth > 0 and name not in node:
+                child = {}
             if not isinstance(child, dict):
                 break
             child = dict(child)
@@ -81,13 +107,32 @@ def with_legacy_defaults(config: dict[str, Any]) -> dict[str, Any]:
 def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
     """The resolved config a run was started with (keys it predates at their old values, see
     ``LEGACY_DEFAULTS``), with (few) overrides for resuming it."""
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml); start one with admire train")
-    loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    cfg = OmegaConf.create(with_legacy_defaults(loaded) if isinstance(loaded, dict) else loaded)
+    try:
+        loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{path}: not a readable config ({detail}); restore it from a copy") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: not a config (a mapping of sections); restore it from a copy")
+    cfg = OmegaConf.create(with_legacy_defaults(loaded))
+    for override in overrides:
+        key, sep, _ = override.lstrip("+").partition("=")
+        if not sep or not key.strip() or key.startswith("~"):
+            raise ValueError(f"{override}: not a key=value override; write it as key=value, "
+                             "e.g. trainer.eval_episodes=5")
     if overrides:
-        cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([o.lstrip("+") for o in overrides]))
+        try:
+            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([o.lstrip("+") for o in overrides]))
+        except OmegaConfBaseException as exc:
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"bad override ({detail}); write overrides as key=value, e.g. trainer.eval_episodes=5") \
+                from None
     assert isinstance(cfg, DictConfig)
     return cfg
 

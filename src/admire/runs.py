@@ -3,13 +3,16 @@
 Nothing is written in place. Trajectory files and checkpoints are written to a temporary file and
 renamed, so a run killed at any instant leaves either the old file or the new one, never half of one;
 ``resume`` then continues from the last checkpoint without losing or duplicating a finished epoch.
+Checkpoints are safetensors (every tensor) plus JSON (everything else), never a pickle; ``latest.json``
+is written last and names the epoch's two files with their sha256 (``admire.checkpoints``).
 
 ```
 runs/<name>/
   config.yaml  metrics.jsonl  milestones.sqlite  summary.json
+  resumes.jsonl   (one line per `resume=`: its time and overrides, which config.yaml then holds)
   trajectories/train_epoch_0003.jsonl   eval_epoch_0005.jsonl   screenshots/<ref>.png
   trajectories/rewards/train_epoch_0003.jsonl   (each step's RewardBreakdown, for the viewer)
-  checkpoints/latest.pt   checkpoints/epoch_0003.pt
+  checkpoints/latest.json   checkpoints/epoch_0003.safetensors   checkpoints/epoch_0003.json
   report/learning_curve.png
 ```
 """
@@ -147,28 +150,22 @@ class RunDir:
     # ---- checkpoints --------------------------------------------------------------------------
 
     def save_checkpoint(self, state: dict[str, Any], epoch: int, keep: int = 3) -> Path:
-        """Write ``epoch_XXXX.pt`` and point ``latest.pt`` at the same bytes; keep the newest ``keep``."""
-        import io
+        """Write ``epoch_XXXX.safetensors`` + ``epoch_XXXX.json``, then ``latest.json`` pointing at them;
+        keep the newest ``keep`` epochs. Returns the entry's JSON path."""
+        from admire import checkpoints
 
-        import torch
-
-        buffer = io.BytesIO()
-        torch.save(state, buffer)
-        data = buffer.getvalue()
-        path = self.checkpoints / f"epoch_{epoch:04d}.pt"
-        atomic_write_bytes(path, data)
-        atomic_write_bytes(self.checkpoints / "latest.pt", data)
-        for old in sorted(self.checkpoints.glob("epoch_*.pt"))[:-keep]:
-            old.unlink(missing_ok=True)
-        return path
+        return checkpoints.save(self.checkpoints, state, epoch, keep=keep)
 
     def load_checkpoint(self, path: Path | None = None) -> dict[str, Any] | None:
-        import torch
+        """The latest checkpoint (or the one ``path`` names), or None when the run has none yet.
 
-        path = path or self.checkpoints / "latest.pt"
-        if not path.exists():
+        Raises ``CheckpointError`` (a ``ValueError``, one line) for an unreadable checkpoint and for an
+        old pickle ``.pt`` one, which is refused unread (``python -m admire.checkpoints convert``)."""
+        from admire import checkpoints
+
+        if path is None and not checkpoints.has_checkpoint(self.checkpoints):
             return None
-        return torch.load(path, map_location="cpu", weights_only=False)
+        return checkpoints.load(path or self.checkpoints)
 
     # ---- summary ------------------------------------------------------------------------------
 

@@ -1,40 +1,83 @@
-"""``admire eval --checkpoint … --suite …`` — greedy success of a trained policy on held-out seeds."""
+"""``admire eval --checkpoint … --suite …`` — greedy success of a trained policy on held-out seeds.
+
+Everything is checked before a browser starts — the arguments, the config (``admire.config_schema``),
+and the checkpoint, which is read and fitted to the policy first — and every bad input is one line
+and exit 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 HELP = "evaluate a checkpoint (or a run directory) greedily on held-out seeds of a suite"
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 (``--episodes 0`` is refused, not read as 'unset')."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint .pt file or a run directory")
+    parser.add_argument("--checkpoint", required=True,
+                        help="a run directory (its latest checkpoint), its checkpoints/ folder or a checkpoint file")
     parser.add_argument("--suite", default=None, help="suite to evaluate on (default: the run's suite)")
-    parser.add_argument("--episodes", type=int, default=None, help="held-out seeds per task")
-    parser.add_argument("--max-envs", type=int, default=None, help="browsers stepping concurrently")
+    parser.add_argument("--episodes", type=positive_int, default=None,
+                        help="held-out seeds per task, >= 1 (default: the run's trainer.eval_episodes)")
+    parser.add_argument("--max-envs", type=positive_int, default=None,
+                        help="browsers stepping concurrently, >= 1 (default: the run's env.max_envs)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from admire.config import load_config, load_run_config
     from admire.report import print_evaluation
-    from admire.rl.trainer import evaluate_checkpoint
+    from admire.rl.trainer import evaluate_policy, policy_from_checkpoint
 
     path = Path(args.checkpoint)
+    try:
+        cfg = _config(args, path)
+        policy = policy_from_checkpoint(cfg, path)
+    except (ValueError, FileNotFoundError) as exc:  # CheckpointError is a ValueError
+        print(f"admire eval: error: {exc}", file=sys.stderr)
+        return 2
+    result = evaluate_policy(cfg, policy)
+    print_evaluation(result, Console(), title=f"{cfg.env.suite}: {path}")
+    return 0
+
+
+def _config(args: argparse.Namespace, path: Path) -> DictConfig:
+    """The run's config (or the default one) with the arguments applied, validated by the schema."""
+    from admire.config import load_config, load_run_config
+    from admire.rl.trainer import check_config
+
+    if not path.exists():
+        raise FileNotFoundError(f"--checkpoint: no such file or folder {path}; give a run directory (runs/<name>) "
+                                "or a checkpoint in its checkpoints/ folder")
     run_dir = path if path.is_dir() else path.parent.parent
+    if path.is_dir() and path.name == "checkpoints" and not (path / "config.yaml").exists():
+        run_dir = path.parent
     if (run_dir / "config.yaml").exists():
         cfg = load_run_config(run_dir, args.overrides)
     else:
         cfg = load_config(overrides=args.overrides)
-    if args.suite:
+    if args.suite is not None:
         cfg.env.suite = args.suite
-    if args.episodes:
+    if args.episodes is not None:
         cfg.trainer.eval_episodes = args.episodes
-    if args.max_envs:
+    if args.max_envs is not None:
         cfg.env.max_envs = [args.max_envs]
-    result = evaluate_checkpoint(cfg, path)
-    print_evaluation(result, Console(), title=f"{cfg.env.suite}: {path}")
-    return 0
+    check_config(cfg, judge_given=True)  # evaluation scores success only: no judge needed
+    return cfg

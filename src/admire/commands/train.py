@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import logging
+import os
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+RESUMES = "resumes.jsonl"
+"""One line per resume of a run: its time and the overrides it was given (runs.py, the layout)."""
 
 HELP = "train a GUI agent with milestone rewards (Hydra overrides as key=value; resume=runs/<name>)"
 
@@ -24,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from omegaconf import OmegaConf
     from rich.console import Console
 
-    from admire.config import load_config, load_run_config
+    from admire.config import load_config
     from admire.report import print_summary
     from admire.rl.trainer import check_config, train
     from admire.runs import RunDir, atomic_write_text
@@ -33,24 +41,181 @@ def run(args: argparse.Namespace) -> int:
     console = Console(quiet=args.quiet)
     resume = next((o.split("=", 1)[1] for o in args.overrides if o.startswith("resume=")), None)
     overrides = [o for o in args.overrides if not o.startswith("resume=")]
-    try:
-        if resume:
-            run_dir = RunDir(resume)
-            cfg = load_run_config(run_dir.path, overrides)
+    try:  # everything is validated before anything is written or a browser starts
+        if resume is not None:
+            run_dir, cfg, changed = _resumed(resume, overrides)
+            from admire.checkpoints import verify  # issue 13: an old .pt or broken checkpoint, before anything opens
+
+            verify(run_dir.path)
         else:
             cfg = load_config(args.config, overrides, args.config_dir)
-        check_config(cfg)  # a bad key or a judge without an endpoint: one line, before a run dir is made
+            check_config(cfg)  # a bad key or a judge without an endpoint: one line, before a run dir is made
+            refuse_existing(cfg)
+            check_files(cfg, fresh=True)
     except (ValueError, FileNotFoundError) as exc:
         print(f"admire train: error: {exc}", file=sys.stderr)
         return 2
-    if resume:
+    if resume is not None:
+        done = finished(run_dir, cfg)
+        if done:  # resuming a finished run changes nothing (no second final evaluation)
+            print(done)
+            return 0
+        record_resume(run_dir, cfg, changed)
         console.print(f"[bold]resuming[/bold] {run_dir.path}")
     else:
-        name = cfg.run.name or f"{Path(args.config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run_dir = RunDir(Path(cfg.run.dir) / name).create()
-        cfg.run.name = name
+        try:
+            run_dir = RunDir(create_run_dir(cfg.run.dir, cfg.run.name, Path(args.config).stem)).create()
+        except ValueError as exc:  # lost a race for the name, or run.dir cannot be made
+            print(f"admire train: error: {exc}", file=sys.stderr)
+            return 2
+        cfg.run.name = run_dir.path.name
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(cfg, resolve=True))
         console.print(f"[bold]run[/bold] {run_dir.path}")
-    summary = train(cfg, run_dir, console=console)
+    from admire.signals import Terminated, report_stop, terminate_on_signals
+
+    try:  # SIGTERM/SIGHUP/Ctrl-C unwind train(): browsers closed, run resumable
+        with terminate_on_signals():
+            summary = train(cfg, run_dir, console=console)
+    except (Terminated, KeyboardInterrupt) as exc:
+        return report_stop("train", exc, f"admire train resume={run_dir.path}")
     print_summary(summary, console)
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Run directories: never reused by accident (issue 13)
+# --------------------------------------------------------------------------------------------------
+
+def refuse_existing(cfg: Any) -> None:
+    """A ``run.name`` whose folder exists holds another run: continuing it needs ``resume=``."""
+    if cfg.run.name:
+        path = Path(str(cfg.run.dir)) / str(cfg.run.name)
+        if path.exists():
+            raise ValueError(f"run.name: {path} already exists; continue that run with admire train resume={path}, "
+                             "or pick another run.name")
+
+
+def check_files(cfg: Any, *, fresh: bool) -> None:
+    """The files the config names exist: the warm-start weights (read at every start) and, for a new run,
+    the milestones a static run freezes (a resumed run has them in its bank already)."""
+    model_path = cfg.actor_rollout_ref.model.path
+    if model_path and not Path(str(model_path)).exists():
+        raise ValueError(f"actor_rollout_ref.model.path: no checkpoint at {model_path}; give a run directory or "
+                         "checkpoint to start from, or null for a fresh policy")
+    if model_path:  # a pickle or a broken file: refused (never unpickled) before a run folder is made
+        from admire.checkpoints import CheckpointError, load_policy
+
+        try:
+            load_policy(str(model_path))
+        except CheckpointError as exc:
+            raise ValueError(f"actor_rollout_ref.model.path: {exc}") from None
+    static = cfg.milestone_reward.static_path if cfg.milestone_reward.mode == "static" else None
+    if fresh and static and not Path(str(static)).is_file():
+        raise ValueError(f"milestone_reward.static_path: no file {static}; export one with "
+                         "admire milestones export runs/<name> ms.json")
+    if fresh and static:  # its numbers and keys checked before a run folder or bank exists
+        from admire.milestones.bank import read_milestone_file
+
+        try:
+            read_milestone_file(str(static))
+        except ValueError as exc:
+            raise ValueError(f"milestone_reward.static_path: {exc}") from None
+
+
+def create_run_dir(root: str | Path, name: str | None, stem: str) -> Path:
+    """Make the run's folder with an exclusive ``mkdir``: ``<root>/<name>``, or by default
+    ``<root>/<stem>-<YYYYmmdd-HHMMSS>`` with ``-2``, ``-3``… added when runs start in the same second.
+    Whoever makes the folder owns it, so two runs never share one, even when they race."""
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if name:
+            path = root / name
+            try:
+                path.mkdir()
+            except FileExistsError:
+                raise ValueError(f"run.name: {path} already exists; continue that run with admire train "
+                                 f"resume={path}, or pick another run.name") from None
+            return path
+        base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for attempt in itertools.count(1):
+            path = root / (base if attempt == 1 else f"{base}-{attempt}")
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            return path
+    except OSError as exc:
+        raise ValueError(f"run.dir: cannot create a run folder under {root} ({exc.strerror or exc}); "
+                         "pick a writable run.dir") from None
+    raise AssertionError("unreachable")
+
+
+def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any]]:
+    """The run to resume, its config with the overrides, and the values they change — all validated:
+    each override a known key that may change on resume (``config_schema.RESUMABLE_KEYS``)."""
+    from omegaconf import OmegaConf
+
+    from admire.config import load_run_config
+    from admire.config_schema import check_resume_overrides
+    from admire.rl.trainer import check_config
+    from admire.runs import RunDir
+
+    if not resume.strip():
+        raise ValueError("resume: names no run; give its folder, e.g. admire train resume=runs/<name>")
+    run_dir = RunDir(resume)
+    load_run_config(run_dir.path)  # "not a run directory" before anything about the overrides
+    pairs = check_resume_overrides(overrides)
+    cfg = load_run_config(run_dir.path, overrides)
+    check_config(cfg)
+    check_files(cfg, fresh=False)
+    changed = {}
+    for key, _ in pairs:
+        value = OmegaConf.select(cfg, key)
+        changed[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+    return run_dir, cfg, changed
+
+
+def finished(run_dir: Any, cfg: Any) -> str | None:
+    """What to say when the run already finished under ``cfg`` (its ``summary.json`` covers
+    ``trainer.total_epochs`` or the env-step budget), else None."""
+    from omegaconf import OmegaConf
+
+    try:
+        summary = json.loads(run_dir.summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict):
+        return None
+    epochs, steps = summary.get("epochs"), summary.get("env_steps")
+    total = int(cfg.trainer.total_epochs)
+    budget = OmegaConf.select(cfg, "trainer.total_env_steps", default=None)
+    where = run_dir.path
+    if isinstance(epochs, int) and epochs >= total:
+        return (f"admire train: {where} is finished ({epochs} of trainer.total_epochs={total} epochs; results in "
+                f"{run_dir.summary}); nothing to do. To train it further, raise the total: "
+                f"admire train resume={where} trainer.total_epochs={epochs + 20}")
+    if budget is not None and isinstance(steps, int) and steps >= int(budget):
+        return (f"admire train: {where} is finished (its env-step budget is spent: {steps} of "
+                f"trainer.total_env_steps={budget}); nothing to do. To train it further, raise the budget: "
+                f"admire train resume={where} trainer.total_env_steps={steps * 2}")
+    return None
+
+
+def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
+    """Append this resume to ``resumes.jsonl`` (time, overrides) and write the changed values into
+    ``config.yaml`` (atomically), so the run's config says what it now trains with."""
+    from omegaconf import OmegaConf
+
+    from admire.runs import atomic_write_text
+
+    entry = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "overrides": changed}
+    with open(run_dir.path / RESUMES, "a", encoding="utf-8") as history:
+        history.write(json.dumps(entry, sort_keys=True) + "\n")
+        history.flush()
+        os.fsync(history.fileno())
+    if changed:
+        stored = OmegaConf.load(run_dir.config)
+        for key, value in changed.items():
+            OmegaConf.update(stored, key, value, merge=False, force_add=True)
+        atomic_write_text(run_dir.config, OmegaConf.to_yaml(stored))

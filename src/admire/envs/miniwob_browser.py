@@ -9,6 +9,10 @@ leaves ``org.chromium.Chromium.*`` folders there and puts its profile there, so 
 close leaves nothing behind; and the folder's path, found in every process's environment (chromedriver,
 the browser, crashpad) or command line (zygote, renderers, GPU), tells this env's processes apart from
 any other env's on the machine. That is how ``close`` can promise that no process of the env survives.
+
+chromedriver starts in a session of its own, so a terminal's Ctrl-C (or a signal to the launcher's
+process group) reaches only the launcher, which then closes its browsers in order; and each browser is
+registered with :mod:`admire.envs.reaper`, which kills it if the launcher dies without closing it.
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from admire.envs.reaper import browser_processes, kill_processes, register_browser, unregister_browser
+
+__all__ = ["browser_processes", "kill_processes"]  # re-exported: they live in the stdlib-only reaper
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +102,13 @@ def new_scratch_dir(root: str | os.PathLike[str] | None = None) -> Path:
 
 
 def launch_driver(paths: BrowserPaths, scratch: Path, command_timeout_s: float) -> Any:
-    """Start chromedriver and Chromium with our flags, TMPDIR set to ``scratch``."""
+    """Start chromedriver and Chromium with our flags, TMPDIR set to ``scratch``.
+
+    chromedriver leads a new session and process group (Chromium's processes stay in it, all but
+    crashpad): signals meant for the launcher do not hit the browser before the launcher can close
+    it. ``scratch`` is registered with the reaper before anything starts, the group once it exists;
+    :func:`shut_down` unregisters both.
+    """
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -104,8 +117,11 @@ def launch_driver(paths: BrowserPaths, scratch: Path, command_timeout_s: float) 
         options.add_argument(flag)
     options.binary_location = paths.chrome_binary
     env = dict(os.environ, TMPDIR=str(scratch), TMP=str(scratch), TEMP=str(scratch))
-    service = Service(executable_path=paths.chromedriver, env=env, log_output=subprocess.DEVNULL)
+    service = Service(executable_path=paths.chromedriver, env=env, log_output=subprocess.DEVNULL,
+                      popen_kw={"start_new_session": True})
+    register_browser(scratch)
     driver = webdriver.Chrome(options=options, service=service)
+    register_browser(scratch, pgid=driver.service.process.pid)  # the session leader's pid is its group
     # Selenium's default HTTP timeout is 120 s; a hung browser should surface sooner than that.
     driver.command_executor.client_config.timeout = command_timeout_s
     driver.set_page_load_timeout(PAGE_LOAD_TIMEOUT_S)
@@ -169,46 +185,6 @@ def flagged_instance_class() -> type:
 # The processes of one browser
 # --------------------------------------------------------------------------------------------------
 
-def browser_processes(scratch: Path) -> dict[int, str]:
-    """Live (non-zombie) processes launched for the browser that uses ``scratch``: pid -> name.
-
-    Linux only (reads /proc). Zombies are left out: they hold no memory, and where PID 1 does not reap
-    orphans (some containers) Chromium's children stay zombies forever after a clean quit.
-    """
-    marker = str(scratch).encode()
-    env_marker = b"TMPDIR=" + marker + b"\0"
-    found: dict[int, str] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            name, state = _name_and_state(pid)
-            if state == "Z":
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read()
-            if marker in cmdline:
-                found[pid] = name
-                continue
-            if not name.startswith("chrom"):
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if env_marker in f.read() + b"\0":
-                    found[pid] = name
-        except (OSError, ValueError):
-            continue  # gone meanwhile, or not ours to read
-    return found
-
-
-def _name_and_state(pid: int) -> tuple[str, str]:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read().decode(errors="replace")
-    name = stat[stat.index("(") + 1: stat.rindex(")")]
-    state = stat[stat.rindex(")") + 2:].split(" ", 1)[0]
-    return name, state
-
-
 def main_browser_pid(scratch: Path, chromedriver_pid: int | None) -> int | None:
     """The Chromium browser process (the child of chromedriver), or None when it is gone."""
     for pid, name in browser_processes(scratch).items():
@@ -224,26 +200,6 @@ def _parent(pid: int) -> int | None:
         return int(stat[stat.rindex(")") + 2:].split(" ")[1])
     except (OSError, ValueError, IndexError):
         return None
-
-
-def kill_processes(pids: list[int], wait_s: float = 3.0) -> None:
-    """SIGKILL each pid and wait until none of them runs (zombies count as gone)."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    pending = list(pids)
-    while pending and time.monotonic() < deadline:
-        pending = [pid for pid in pending if _is_running(pid)]
-        if pending:
-            time.sleep(0.02)
-
-
-def _is_running(pid: int) -> bool:
-    try:
-        return _name_and_state(pid)[1] != "Z"
-    except (OSError, ValueError):
-        return False
 
 
 def shut_down(driver: Any | None, scratch: Path | None, quit_timeout_s: float = 10.0) -> None:
@@ -267,3 +223,4 @@ def shut_down(driver: Any | None, scratch: Path | None, quit_timeout_s: float = 
             chromedriver.wait(timeout=quit_timeout_s)  # reap it: chromedriver is our child
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
+        unregister_browser(scratch)

@@ -241,7 +241,11 @@ class LoopSettings:
 
 def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
     """Refuse, with one line, what would only fail later in the run (``admire train`` calls it before it
-    makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring."""
+    makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring. The typed
+    schema (``admire.config_schema``) checks every key first; the components' own checks follow."""
+    from admire.config_schema import validate_config
+
+    validate_config(cfg)
     RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
     LoopSettings.from_config(cfg)
     ppo_config(cfg)
@@ -311,11 +315,28 @@ def _optional_int(cfg: DictConfig, key: str) -> int | None:
 
 def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
     """Load a policy from a checkpoint (or run directory) and evaluate it greedily on ``cfg.env.suite``."""
+    return evaluate_policy(cfg, policy_from_checkpoint(cfg, checkpoint))
+
+
+def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
+    """The policy of ``cfg`` with the weights of ``checkpoint``, before any browser starts; an unreadable
+    checkpoint or one for another policy is a one-line ``ValueError`` (``CheckpointError`` is one)."""
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
+    weights = load_policy_weights(checkpoint)
     policy = build_policy(cfg)
-    policy.load_state_dict(load_policy_weights(checkpoint))
+    try:
+        policy.load_state_dict(weights)
+    except (RuntimeError, KeyError, TypeError) as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{checkpoint}: its weights do not fit the policy {cfg.actor_rollout_ref.model.name!r} "
+                         f"({detail}); evaluate it with its run's config (--checkpoint runs/<name>)") from None
     policy.eval()
+    return policy
+
+
+def evaluate_policy(cfg: DictConfig, policy: Any) -> dict[str, float]:
+    """Greedy success of ``policy`` on held-out seeds of ``cfg.env.suite`` (browsers start here)."""
     with ExitStack() as stack:
         envs = make_envs(cfg, stack)
         return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats())
@@ -514,6 +535,8 @@ def epoch_metrics(
 def checkpoint_state(
     policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random, state: TrainState
 ) -> dict[str, Any]:
+    """Everything a resumed run needs, as tensors and plain data: ``admire.checkpoints`` stores the tensors
+    as safetensors and the rest (RNG tuples, numpy state, param groups, TrainState) as JSON."""
     return {
         "policy": policy.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -528,24 +551,36 @@ def restore(
     checkpoint: dict[str, Any], policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank,
     rng: random.Random,
 ) -> TrainState:
-    policy.load_state_dict(checkpoint["policy"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    random.setstate(checkpoint["rng"]["python"])
-    np.random.set_state(checkpoint["rng"]["numpy"])
-    torch.set_rng_state(checkpoint["rng"]["torch"])
-    rng.setstate(checkpoint["rng"]["update"])
-    bank.rollback(int(checkpoint["bank_version"]))  # drop lists written after the checkpoint
-    return TrainState(**checkpoint["state"])
+    """Put everything back as ``checkpoint_state`` took it; a checkpoint that does not fit this policy,
+    optimizer or TrainState is a ``CheckpointError`` (one line) before anything is changed on disk."""
+    from admire.checkpoints import CheckpointError
+
+    try:
+        state = TrainState(**checkpoint["state"])
+        policy.load_state_dict(checkpoint["policy"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        random.setstate(checkpoint["rng"]["python"])
+        np.random.set_state(checkpoint["rng"]["numpy"])
+        torch.set_rng_state(checkpoint["rng"]["torch"])
+        rng.setstate(checkpoint["rng"]["update"])
+        version = int(checkpoint["bank_version"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"the checkpoint does not fit this run's policy or trainer ({detail}); resume it "
+                              "with the config it was trained with") from None
+    bank.rollback(version)  # drop lists written after the checkpoint
+    return state
 
 
 def load_policy_weights(path: Path) -> dict[str, Any]:
-    """Weights from a checkpoint file or a run directory (its latest checkpoint)."""
-    if path.is_dir():
-        path = RunDir(path).checkpoints / "latest.pt"
-    if not path.exists():
-        raise FileNotFoundError(f"no policy checkpoint at {path}")
-    data = torch.load(path, map_location="cpu", weights_only=False)
-    return data.get("policy", data)
+    """The policy's weights from a run directory (its latest checkpoint), its ``checkpoints/`` folder,
+    ``latest.json`` or one entry (``epoch_XXXX.json`` / ``.safetensors``); never from a pickle: an old
+    ``.pt`` is a ``CheckpointError`` naming the converter (``admire.checkpoints``)."""
+    from admire.checkpoints import load_policy
+
+    return load_policy(path)
 
 
 def configure_threads(setting: Any) -> int:
