@@ -23,14 +23,14 @@ demo: setup
 	$(BIN)/admire train
 
 test: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests
 
 bench: setup
 	$(BIN)/admire bench

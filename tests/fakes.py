@@ -19,11 +19,16 @@ from admire.types import Action, Observation, Step, Task, UIElement
 
 
 class FormEnv:
-    """A login form: type the name into the field, then click Submit. Can be told to crash."""
+    """A login form: type the name into the field, then click Submit. Can be told to crash. Keeps the
+    whole ``GuiEnv`` protocol (``python -m admire.envs.check_env tests.fakes:FormEnv --task fake/form``):
+    a step budget (``max_steps``, or the task's), no step outside an episode, nothing after ``close``."""
 
-    def __init__(self, crash_on_step: int | None = None, crash_times: int = 1) -> None:
+    def __init__(self, crash_on_step: int | None = None, crash_times: int = 1, max_steps: int | None = None) -> None:
         self.crash_on_step = crash_on_step
         self.crash_times = crash_times
+        self.max_steps = max_steps
+        self._budget: int | None = None
+        self._running = False
         self.resets = 0
         self.restarts = 0
         self.closed = False
@@ -43,13 +48,26 @@ class FormEnv:
         )
 
     def reset(self, task: Task) -> Observation:
+        self._check_open()
         self.resets += 1
+        self._budget, self._running = task.max_steps or self.max_steps, True
         self._typed, self._steps = "", 0
         self._goal = f'Enter "{task.params.get("name", "ann")}" and press Submit.'
         self._name = task.params.get("name", "ann")
         return self._observation()
 
     def step(self, action: Action) -> StepResult:
+        result = self._step(action)
+        if not result.done and self._budget is not None and self._steps >= self._budget:
+            result = StepResult(result.observation, done=True, success=False,
+                                info={**result.info, "termination": "max_steps"})
+        self._running = not result.done
+        return result
+
+    def _step(self, action: Action) -> StepResult:
+        self._check_open()
+        if not self._running:
+            raise RuntimeError("no episode is running: call reset(task) first")
         if self.crash_on_step is not None and self._steps == self.crash_on_step and self.crash_times > 0:
             self.crash_times -= 1
             raise EnvCrashed("the fake browser died")
@@ -71,10 +89,17 @@ class FormEnv:
                           info={"screen_changed": self._typed != before})
 
     def restart(self) -> None:
+        self._check_open()
         self.restarts += 1
+        self._running = False
 
     def close(self) -> None:
         self.closed = True
+        self._running = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this FormEnv is closed; make a new one")
 
     def healthy(self) -> bool:
         return not self.closed

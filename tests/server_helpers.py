@@ -110,7 +110,8 @@ class SickEnv(FormEnv):
 
 
 class WithoutRestart:
-    """A ``FormEnv`` without a ``restart`` method: the pool must close it and build a new one."""
+    """A ``FormEnv`` without ``restart`` (it breaks the ``GuiEnv`` protocol): its restart fails, and the pool
+    answers a failed restart by closing the env and building a new one."""
 
     def __init__(self, crash_on_step: int | None = None) -> None:
         self.inner = FormEnv(crash_on_step=crash_on_step)

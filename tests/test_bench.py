@@ -8,7 +8,7 @@ fake ``admire train`` commands, so these tests take seconds.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import sys
 import textwrap
@@ -22,7 +22,7 @@ import pytest
 from admire.commands import bench
 from admire.commands.bench import split_names
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "src" / "admire" / "benchmarks"
 
 
 def main(argv: Sequence[str]) -> int:
@@ -73,7 +73,24 @@ def test_a_failing_benchmark_is_reported_and_the_next_one_still_runs(
     summary = out.split("=== summary")[1]
     assert "bad" in summary and "FAILED" in summary and "exit    1" in summary
     assert "good" in summary and " ok " in summary
-    assert "[1/2] bad" in out and "[2/2] good" in out  # a progress line per benchmark
+    assert "[1/2] bad (1 more after this)" in out and "[2/2] good (0 more after this)" in out  # progress lines
+    assert "admire bench: 2 benchmark(s), each in its own process: bad, good" in out
+
+
+def test_the_benchmarks_ship_in_the_package_and_run_by_their_module_name(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """``admire bench`` finds the benchmarks in the installed package (no clone needed) and the child
+    imports ``admire.benchmarks.<name>``; ``--help`` is the cheapest run of one."""
+    import admire.benchmarks
+
+    assert bench.benchmarks_dir() == Path(admire.benchmarks.__file__).resolve().parent == BENCHMARKS
+    assert main(["bench", "--list"]) == 0
+    listed = capfd.readouterr().out.split()
+    assert listed == sorted(p.stem for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
+    assert bench.module_name("learning", BENCHMARKS / "learning.py") == "admire.benchmarks.learning"
+    assert main(["bench", "learning", "--help"]) == 0
+    out = capfd.readouterr().out
+    assert "usage: admire bench learning" in out and "1/1 benchmarks ok" in out
 
 
 def test_arguments_after_one_name_reach_its_main(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -118,18 +135,13 @@ def test_split_names() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# benchmarks/learning.py
+# admire.benchmarks.learning
 # --------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def learning() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("admire_bench_learning", BENCHMARKS / "learning.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("admire.benchmarks.learning")
 
 
 def as_dict(overrides: Sequence[str]) -> dict[str, str]:
@@ -354,5 +366,4 @@ def test_a_benchmark_that_opts_out_runs_only_when_named(tmp_path: Path) -> None:
     long = tmp_path / "long.py"
     long.write_text("RUN_BY_DEFAULT = False\n\ndef main(argv):\n    return 0\n")
     assert runs_by_default(quick) and not runs_by_default(long)
-    repo_learning = Path(__file__).resolve().parents[1] / "benchmarks" / "learning.py"
-    assert not runs_by_default(repo_learning)
+    assert not runs_by_default(BENCHMARKS / "learning.py")

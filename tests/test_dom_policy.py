@@ -13,9 +13,9 @@ import torch
 from admire.actions import parse_model_output, validate_action
 from admire.agent.base import Decision, make_policy
 from admire.agent.dom_policy import PRIOR_WEIGHTS, DomPolicy, UnknownDecisionError
-from admire.agent.encoder import EmbeddingCache
 from admire.agent.features import FEATURE_INDEX, NUM_FEATURES, FeatureBuilder
 from admire.agent.pretrain import pretrain, record_oracle_demonstrations
+from admire.embeddings import EmbeddingCache
 from admire.types import Observation, Step, Task, Termination, Trajectory, UIElement
 from tests.fakes import TrigramEncoder
 
@@ -193,6 +193,29 @@ def test_registered_as_dom_and_small():
     policy = make_policy("dom", encoder=TrigramEncoder(dim=384), seed=1)
     assert isinstance(policy, DomPolicy)
     assert sum(p.numel() for p in policy.parameters()) < 10_000
+
+
+def test_the_encoder_is_chosen_by_name_like_the_matchers():
+    from admire.embeddings import shared_encoder
+
+    # The default name is the matcher's default: one model per process, nothing loaded until an encode.
+    assert DomPolicy().embeddings.encoder is shared_encoder()
+    assert make_policy("dom", encoder="all-MiniLM-L6-v2").embeddings.encoder is shared_encoder()
+    with pytest.raises(ValueError, match="unknown encoder 'no-such-model'"):
+        DomPolicy(encoder="no-such-model")
+
+
+def test_the_config_key_chooses_the_policys_encoder_and_a_bad_one_is_refused_before_training():
+    from admire.config import load_config
+    from admire.config_schema import ConfigError, validate_config
+    from admire.embeddings import shared_encoder
+    from admire.rl.trainer import build_policy
+
+    cfg = load_config(overrides=["actor_rollout_ref.model.encoder=all-MiniLM-L6-v2"])
+    validate_config(cfg)
+    assert build_policy(cfg).embeddings.encoder is shared_encoder()
+    with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.model\.encoder: unknown encoder 'nope'"):
+        validate_config(load_config(overrides=["actor_rollout_ref.model.encoder=nope"]))
 
 
 def test_embeddings_are_cached_by_text():

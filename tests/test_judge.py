@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from admire.judge import LLMJudge, read_scores
-from admire.milestones.llm import ChatClient
+from admire.llm import ChatClient
 from admire.types import Termination, Trajectory
 from tests.llm_cases import LOGIN_GOAL, login_trajectory
 from tests.openai_stub import OpenAIStub, completion, error, hang, json_answer, raw

@@ -1,15 +1,41 @@
-"""The OpenAI-compatible chat client, against a real local HTTP server (tests/openai_stub.py)."""
+"""The OpenAI-compatible chat client, against a real local HTTP server (tests/openai_stub.py).
+
+Every test runs on both transports: the ``openai`` package (installed in the dev environment) and the
+standard-library fallback, which a test gets by making ``import openai`` fail as it does without the
+``llm`` extra.
+"""
 
 from __future__ import annotations
 
+import random
+import sys
 from collections.abc import Iterator
+from email.utils import formatdate
 
 import pytest
 
-from admire.milestones.llm import ChatClient, LLMError, chat_completions_url, make_chat_client, parse_json_answer
+from admire.llm import (
+    ChatClient,
+    LLMError,
+    chat_completions_url,
+    make_chat_client,
+    parse_json_answer,
+    retry_after_seconds,
+)
 from tests.openai_stub import OpenAIStub, Reply, completion, dropped, error, hang, raw
 
 MESSAGES = [{"role": "user", "content": "Say hi"}]
+
+
+@pytest.fixture(params=["openai", "urllib"], autouse=True)
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The transport every client of the test uses; ``urllib`` hides the ``openai`` package."""
+    if request.param == "openai":
+        pytest.importorskip("openai")
+    else:
+        monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` raises ImportError
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    return request.param
 
 
 @pytest.fixture
@@ -18,9 +44,27 @@ def stub() -> Iterator[OpenAIStub]:
         yield server
 
 
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The sleeps the client asks for between tries, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr("admire.llm.time.sleep", asked.append)
+    return asked
+
+
+def with_headers(reply: Reply, **headers: str) -> Reply:
+    return Reply(status=reply.status, body=reply.body, headers=(*reply.headers, *headers.items()))
+
+
 def client_for(stub: OpenAIStub, **options: object) -> ChatClient:
     settings: dict = {"timeout": 5.0, "max_retries": 2, "backoff": 0.01, **options}
     return ChatClient(stub.url, "stub-model", **settings)
+
+
+def test_the_transport_is_the_openai_package_when_installed_else_the_stdlib(stub: OpenAIStub, transport: str) -> None:
+    client = client_for(stub)
+    assert client.transport == transport
+    assert f"transport={transport!r}" in repr(client)
 
 
 def test_good_answer_returns_first_choice_content_and_sends_openai_body(stub: OpenAIStub) -> None:
@@ -87,12 +131,68 @@ def test_persistent_server_error_raises_after_max_retries(stub: OpenAIStub) -> N
     assert "attempt 4 of 4" in str(caught.value)
 
 
-def test_retries_wait_with_exponential_backoff(stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch) -> None:
-    waits: list[float] = []
-    monkeypatch.setattr("admire.milestones.llm.time.sleep", waits.append)
+def test_retries_wait_with_exponential_backoff(stub: OpenAIStub, waits: list[float]) -> None:
     stub.script(error(500), error(502), error(503), completion("ok"))
-    assert client_for(stub, max_retries=3, backoff=0.5).chat(MESSAGES) == "ok"
+    assert client_for(stub, max_retries=3, backoff=0.5, jitter=0).chat(MESSAGES) == "ok"
     assert waits == [0.5, 1.0, 2.0]
+
+
+def test_backoff_jitter_stays_within_its_bounds_and_varies(stub: OpenAIStub, waits: list[float]) -> None:
+    stub.default = error(503)
+    client = client_for(stub, max_retries=6, backoff=0.5, jitter=0.5)
+    client._random = random.Random(7)
+    with pytest.raises(LLMError):
+        client.chat(MESSAGES)
+    assert len(waits) == 6
+    for retry, wait in enumerate(waits, start=1):
+        base = 0.5 * 2 ** (retry - 1)
+        assert 0.5 * base <= wait <= 1.5 * base
+    assert len({round(w / (0.5 * 2 ** i), 6) for i, w in enumerate(waits)}) > 1  # not one fixed factor
+
+
+def test_backoff_never_exceeds_max_wait(stub: OpenAIStub, waits: list[float]) -> None:
+    stub.default = error(500)
+    with pytest.raises(LLMError):
+        client_for(stub, max_retries=5, backoff=1.0, jitter=0, max_wait=3.0).chat(MESSAGES)
+    assert waits == [1.0, 2.0, 3.0, 3.0, 3.0]
+
+
+def test_retry_after_in_seconds_is_waited_out_instead_of_the_backoff(stub: OpenAIStub, waits: list[float]) -> None:
+    stub.script(with_headers(error(429, "slow down"), **{"Retry-After": "7"}),
+                with_headers(error(503, "busy"), **{"Retry-After": "0.25"}), error(500), completion("ok"))
+    assert client_for(stub, max_retries=3, backoff=0.5, jitter=0).chat(MESSAGES) == "ok"
+    assert waits == [7.0, 0.25, 2.0]  # the third retry had no Retry-After: the backoff of retry 3
+
+
+def test_retry_after_as_an_http_date_is_waited_out(stub: OpenAIStub, waits: list[float]) -> None:
+    import time
+
+    stub.script(with_headers(error(429), **{"Retry-After": formatdate(time.time() + 30, usegmt=True)}),
+                completion("ok"))
+    assert client_for(stub, max_retries=1).chat(MESSAGES) == "ok"
+    [wait] = waits
+    assert 27.0 <= wait <= 30.0  # the date has one-second resolution
+
+
+def test_a_retry_after_longer_than_max_wait_ends_the_request(stub: OpenAIStub, waits: list[float]) -> None:
+    stub.script(with_headers(error(429, "quota"), **{"Retry-After": "3600"}), completion("never sent"))
+    with pytest.raises(LLMError, match=r"asked to wait 3600 s \(Retry-After\), more than max_wait=60 s") as caught:
+        client_for(stub, max_retries=3, max_wait=60).chat(MESSAGES)
+    assert waits == []
+    assert caught.value.status == 429
+    assert len(stub.requests) == 1
+
+
+@pytest.mark.parametrize(("header", "seconds"), [("5", 5.0), (" 1.5 ", 1.5), ("-3", 0.0),
+                                                 ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+                                                 ("soon", None), ("", None), (None, None), ("nan", None)])
+def test_retry_after_seconds_reads_both_forms(header: str | None, seconds: float | None) -> None:
+    assert retry_after_seconds(header) == seconds
+
+
+def test_retry_after_seconds_counts_from_now_for_a_date() -> None:
+    now = 1_700_000_000.0
+    assert retry_after_seconds(formatdate(now + 12, usegmt=True), now=now) == pytest.approx(12.0)
 
 
 def test_client_error_is_not_retried(stub: OpenAIStub) -> None:
@@ -171,6 +271,31 @@ def test_constructor_rejects_bad_settings() -> None:
         ChatClient("http://localhost:8000", "m", timeout=0)
     with pytest.raises(ValueError, match="max_retries"):
         ChatClient("http://localhost:8000", "m", max_retries=-1)
+    with pytest.raises(ValueError, match="jitter"):
+        ChatClient("http://localhost:8000", "m", jitter=1.5)
+    with pytest.raises(ValueError, match="OPENAI_BASE_URL"):
+        ChatClient(None, "m")
+
+
+def test_openai_base_url_is_the_endpoint_when_the_config_names_none(stub: OpenAIStub, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.url)
+    stub.script(completion("from the environment"), completion("again"))
+    assert ChatClient(None, "m", max_retries=0).chat(MESSAGES) == "from the environment"
+    assert make_chat_client({"model": "m", "base_url": None}).chat(MESSAGES) == "again"
+    assert [r.path for r in stub.requests] == ["/v1/chat/completions"] * 2
+
+
+def test_a_configured_base_url_wins_over_openai_base_url(stub: OpenAIStub, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    stub.script(completion("ok"))
+    assert client_for(stub).chat(MESSAGES) == "ok"
+
+
+def test_the_api_key_defaults_to_openai_api_key(stub: OpenAIStub, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-default")
+    stub.script(completion("ok"))
+    make_chat_client({"base_url": stub.url, "model": "m", "api_key_env": None}).chat(MESSAGES)
+    assert stub.requests[0].headers["authorization"] == "Bearer sk-default"
 
 
 # --------------------------------------------------------------------------------------------------

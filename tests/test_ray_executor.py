@@ -19,13 +19,13 @@ import pytest
 from admire.actions import format_output
 from admire.agent.base import PolicyOutput
 from admire.config import load_config
-from admire.envs.base import EnvCrashed, InvalidAction, StepResult, register_env
+from admire.envs.base import ENVS, EnvCrashed, InvalidAction, StepResult, register_env
 from admire.envs.oracles import get_oracle, run_oracle
 from admire.types import Action, Observation, Screenshot, Step, Task, Termination, UIElement
 
 ray = pytest.importorskip("ray")
 
-from admire.server.ray_executor import RayEnv, RaySettings, ensure_ray, ray_env_factory  # noqa: E402
+from admire.envs.executors.ray import RayEnv, RaySettings, ensure_ray, ray_env_factory  # noqa: E402
 
 log = logging.getLogger(__name__)
 PROBE = "ray-probe"
@@ -343,3 +343,23 @@ def test_make_envs_rejects_an_unknown_executor() -> None:
 def test_a_backend_spec_binds_its_argument_as_make_env_does(ray_cluster: float) -> None:
     with RayEnv(f"{PROBE}:spec-label", settings=FAST) as env:
         assert env.reset(Task(name="ray-probe/x", seed=6)).goal == "spec-label 6"
+
+
+# --------------------------------------------------------------------------------------------------
+# The conformance suite through the executor
+# --------------------------------------------------------------------------------------------------
+
+
+def test_an_env_behind_the_ray_executor_passes_the_conformance_suite(ray_cluster: float) -> None:
+    from admire.envs.check_env import check_env, failures
+    from admire.envs.executors import env_factory
+    from tests.fakes import FormEnv
+
+    if "ray-form" not in ENVS:
+        register_env("ray-form")(FormEnv)
+    env = env_factory("ray", "ray-form", {"num_cpus_per_env": 0.25, "timeout_s": 20, "start_timeout_s": 60})()
+    assert isinstance(env, RayEnv)
+    actor = env.actor
+    results = check_env(env, Task(name="fake/form", seed=1, params={"name": "ann"}))
+    assert failures(results) == [], [r.line() for r in failures(results)]
+    assert env.actor is None and actor_ended(actor)  # the close check ended the actor

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from admire.envs import make_task
+from admire.envs.remote import RemoteEnv
 from admire.server.background import free_port
-from admire.server.client import RemoteEnv
 from admire.types import Action
 from tests.server_helpers_http import card, episodes_text, headless_chromium, wait_for
 

@@ -235,8 +235,8 @@ def test_health_and_metrics(client: TestClient) -> None:
     response = client.get("/metrics")
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     lines = response.text.splitlines()
-    assert "admire_sessions_active 1" in lines and "admire_steps_total 1" in lines
-    assert "admire_step_latency_seconds_count 1" in lines
+    assert "admire_sessions_active 1.0" in lines and "admire_steps_total 1.0" in lines
+    assert "admire_step_latency_seconds_count 1.0" in lines and "# TYPE admire_step_latency_seconds histogram" in lines
 
 
 def test_health_is_down_when_every_device_is_quarantined() -> None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pytest
 
 from admire.envs.base import EnvCrashed, GuiEnv, InvalidAction, make_env, make_task
+from admire.envs.remote import TOKEN_ENV, KeepAlive, RemoteEnv, Reply, TransportError
 from admire.rl.rollout import RolloutStats, collect, group_requests
 from admire.server.app import create_app
 from admire.server.background import free_port
-from admire.server.client import TOKEN_ENV, KeepAlive, RemoteEnv, Reply, TransportError
 from admire.server.pool import DevicePool
 from admire.types import Action, Termination
 from tests.fakes import FormEnv, ScriptedPolicy

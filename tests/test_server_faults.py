@@ -13,9 +13,9 @@ import pytest
 
 from admire.envs.base import EnvCrashed, make_task
 from admire.envs.oracles import get_oracle, run_oracle
+from admire.envs.remote import RemoteEnv
 from admire.server import metrics
 from admire.server.app import create_app
-from admire.server.client import RemoteEnv
 from admire.server.pool import DevicePool, PoolConfig
 from tests.server_helpers import RecordingFactory, RemoteWithGroundTruth, running_server
 
@@ -73,7 +73,7 @@ def test_a_browser_killed_mid_episode_is_an_env_error_and_the_restarted_device_s
     assert (view.state, view.restarts, view.failures) == ("idle", 1, 0)
     assert [e.outcome for e in server.pool.recent_episodes()] == ["success", "env_error"]
     lines = metrics.render(server.pool.stats()).splitlines()
-    assert "admire_device_restarts_total 1" in lines and "admire_env_errors_total 1" in lines
+    assert "admire_device_restarts_total 1.0" in lines and "admire_env_errors_total 1.0" in lines
 
 
 @pytest.mark.slow

@@ -120,6 +120,14 @@ def test_screenshot_is_addressed_by_content_and_can_drop_its_bytes() -> None:
     assert a.stored().png is None and a.stored().ref == a.ref
 
 
+def test_an_observation_drops_its_screenshot_and_keeps_the_rest() -> None:
+    shot = Screenshot.from_png(b"\x89PNG-a", 160, 210)
+    seen = Observation(goal="Log in", ui_elements=(UIElement(text="Login"),), screenshot=shot, step=3)
+    bare = seen.without_screenshot()
+    assert bare.screenshot is None and bare == seen.model_copy(update={"screenshot": None})
+    assert bare.without_screenshot() is bare  # nothing to drop: the same object
+
+
 def test_element_geometry() -> None:
     element = UIElement(bbox=(10, 30, 100, 140))
     assert element.center == (20, 120)

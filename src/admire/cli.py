@@ -52,7 +52,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(COMMANDS[args.command])
-    return int(module.run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except ImportError as exc:  # a part whose optional extra is not installed: one line naming pip install
+        from admire.extras import hint_for
+
+        hint = hint_for(exc)
+        if hint is None:
+            raise
+        print(f"admire {args.command}: error: {hint}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

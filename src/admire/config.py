@@ -136,9 +136,3 @@ def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
     assert isinstance(cfg, DictConfig)
     return cfg
 
-
-def first(value: Any) -> Any:
-    """The original project's per-backend lists (``env.max_envs: [16]``) for a single backend."""
-    if OmegaConf.is_list(value) or (isinstance(value, Sequence) and not isinstance(value, str)):
-        return value[0]
-    return value

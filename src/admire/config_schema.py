@@ -100,6 +100,24 @@ def _backends(value: Sequence[str]) -> Sequence[str]:
     return value
 
 
+def _executor(value: str) -> str:
+    """A registered env executor (``local``, ``ray``, or a plug-in's), looked up without importing it."""
+    from admire.envs.executors import EXECUTORS
+
+    known = EXECUTORS.names()
+    if value not in known:
+        raise ValueError(f"must be one of {', '.join(known)}, got {value!r}")
+    return value
+
+
+def _encoder(value: str) -> str:
+    """A sentence encoder ``make_encoder`` knows (checked without loading a model or importing torch)."""
+    from admire.embeddings import make_encoder
+
+    make_encoder(value)
+    return value
+
+
 def _registered(kind: str) -> AfterValidator:
     """A name that must be in one of the registries (looked up, never built)."""
 
@@ -183,8 +201,16 @@ class EnvSection(_Section):
     suite: Suite
     train_instances_per_task: PosInt | None = None
     screenshots: bool = False
-    executor: Annotated[str, _choice("local", "ray")] = "local"
+    executor: Annotated[str, AfterValidator(_executor)] = "local"
     ray: RaySection | None = None
+
+    @model_validator(mode="after")
+    def _one_count_per_backend(self) -> EnvSection:
+        if isinstance(self.max_envs, list) and len(self.max_envs) != len(self.src):
+            raise ValueError(f"max_envs: has {len(self.max_envs)} count(s) but env.src has {len(self.src)} "
+                             f"backend(s); give one count per backend, e.g. env.max_envs="
+                             f"[{','.join(['4'] * len(self.src))}]")
+        return self
 
 
 class ModelSection(BaseModel):
@@ -195,6 +221,7 @@ class ModelSection(BaseModel):
     name: Annotated[str, _registered("policy")]
     hidden_size: PosInt | None = None
     prior_strength: NonNeg | None = None
+    encoder: Annotated[str, AfterValidator(_encoder)] | None = None  # the dom policy's (admire.embeddings)
 
 
 class WarmStartSection(_Section):
@@ -283,7 +310,7 @@ class MilestoneSection(_Section):
     key: Annotated[str, _choice(*MILESTONE_KEYS)]
     matcher: Annotated[str, _choice(*MATCHER_MODES)] = "sbert"
     contrast_margin: Annotated[float, Field(ge=0, le=MAX_CONTRAST_MARGIN)] | None = 0.0
-    encoder: Annotated[str, Field(min_length=1)] = "all-MiniLM-L6-v2"
+    encoder: Annotated[str, AfterValidator(_encoder)] = "all-MiniLM-L6-v2"
     update_rule: Annotated[str, _choice("common", "shorter")] = "shorter"
     mode: Annotated[str, _choice("adaptive", "static")]
     static_path: str | None = None

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from admire.milestones.llm import ChatClient, LLMError, make_chat_client, parse_json_answer
+from admire.llm import ChatClient, LLMError, make_chat_client, missing_endpoint_keys, parse_json_answer
 from admire.milestones.prompting import fill, load_prompt, step_lines
 from admire.types import Step, Trajectory
 
@@ -30,9 +30,10 @@ def judge_endpoint(section: object) -> dict[str, Any]:
     both ask, so the rule and its message live here, beside the judge they configure.
     """
     values = dict(section) if isinstance(section, Mapping) else {}
-    if not values.get("base_url") or not values.get("model"):
-        raise ValueError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url and "
-                         "reward.judge.model (e.g. reward.judge.base_url=http://localhost:8000/v1)")
+    if missing_endpoint_keys(values):
+        raise ValueError("reward.mode=judge needs an OpenAI-compatible endpoint: set reward.judge.base_url (or "
+                         "OPENAI_BASE_URL) and reward.judge.model (e.g. "
+                         "reward.judge.base_url=http://localhost:8000/v1)")
     return values
 
 

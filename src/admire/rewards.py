@@ -34,14 +34,16 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 from admire.actions import POINTER_ACTIONS, describe
+from admire.embeddings import DEFAULT_ENCODER
 from admire.milestones.bank import milestone_key
 from admire.milestones.generator import UPDATE_RULES
+from admire.milestones.matcher import DEFAULT_CONTRAST_MARGIN, MATCHER_MODES, MAX_CONTRAST_MARGIN, MatcherMode
 from admire.milestones.signature import parse_signature
 from admire.milestones.slots import slot_scheme
 from admire.milestones.update import slot_values_for
 from admire.types import Observation, RewardBreakdown, Step, Trajectory, UIElement
 
-if TYPE_CHECKING:  # only the matcher's types are needed here; the caller builds and passes the matcher
+if TYPE_CHECKING:  # the caller builds and passes the matcher
     from admire.milestones.matcher import Matcher, MatchResult
 
 RewardMode = Literal["outcome", "admire", "judge"]
@@ -49,17 +51,12 @@ Strategy = Literal["mix", "success_only", "failure_only", "uniform"]
 Progress = Literal["prefix", "total", "running"]
 DescriptionSource = Literal["grounded", "model", "both"]
 MilestoneKey = Literal["task", "instruction", "skeleton"]
-MatcherMode = Literal["grounded", "sbert"]
 
 REWARD_MODES: tuple[str, ...] = get_args(RewardMode)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 PROGRESS_MODES: tuple[str, ...] = get_args(Progress)
 DESCRIPTION_SOURCES: tuple[str, ...] = get_args(DescriptionSource)
 MILESTONE_KEYS: tuple[str, ...] = get_args(MilestoneKey)
-MATCHER_MODES: tuple[str, ...] = get_args(MatcherMode)
-DEFAULT_ENCODER = "all-MiniLM-L6-v2"
-DEFAULT_CONTRAST_MARGIN = 0.05
-MAX_CONTRAST_MARGIN = 2.0  # the widest gap two cosines can have
 MAX_COUNTERFACTUALS = 30
 """Counterfactuals per step: the nearest plausible targets. A screen rarely has more real rivals, and the
 cost (describe + one embedding each, per distinct text) stays a small share of the batch."""

@@ -135,6 +135,11 @@ class Observation(Frozen):
     screenshot: Screenshot | None = None
     step: int = 0
 
+    def without_screenshot(self) -> Observation:
+        """The same screen without its screenshot: what a rollout that keeps none stores, and what the
+        server sends a session that asked for none."""
+        return self if self.screenshot is None else self.model_copy(update={"screenshot": None})
+
 
 ActionType = Literal[
     "click",
@@ -157,7 +162,7 @@ GoalStatus = Literal["complete", "infeasible"]
 
 
 class Action(Frozen):
-    """AndroidWorld's JSON action as a record. Construct validated ones with ``actions.make_action``."""
+    """AndroidWorld's JSON action as a record. Construct validated ones with ``admire.actions.validate_action``."""
 
     action_type: ActionType
     index: int | None = None

@@ -3,6 +3,10 @@
 A policy turns screens into the text a model would write (``Reason: … Action: {json}``), and can
 score, under its current parameters, the text it wrote earlier. That is all PPO needs, so the same
 trainer drives the CPU ``dom`` policy and a VLM without knowing which it has.
+
+Policies are looked up by name (``actor_rollout_ref.model.name``) in ``POLICIES``: the built-in ``dom``
+is declared as a ``module:attr`` string, others arrive through the ``admire.policies`` entry-point group
+or ``register_policy`` (see :mod:`admire.registry`). This module imports no implementation.
 """
 
 from __future__ import annotations
@@ -51,7 +55,11 @@ class Policy(Protocol):
 
 
 PolicyFactory = Callable[..., Policy]
-POLICIES: Registry[PolicyFactory] = Registry("policy", loader=lambda _name: _load_builtin_policies())
+POLICIES: Registry[PolicyFactory] = Registry(
+    "policy",
+    group="admire.policies",
+    builtins={"dom": "admire.agent.dom_policy:DomPolicy"},  # imported on lookup: torch stays out of import time
+)
 
 
 def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
@@ -61,6 +69,3 @@ def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
 def make_policy(name: str, **options: Any) -> Policy:
     return POLICIES.lookup(name)(**options)
 
-
-def _load_builtin_policies() -> None:
-    import admire.agent.dom_policy  # noqa: F401

@@ -15,7 +15,7 @@ weights that say what a person would try first (use the span whose preceding wor
 touch what the goal names, do not repeat yourself, do not stop or scroll without reason). Those
 weights are an initialisation, not a rule — all of them are trained — but they are strong: the
 untrained greedy policy then already solves several MiniWoB++ form tasks, so an experiment that wants
-to show learning should leave them off (benchmarks/policy_sanity.py measures both).
+to show learning should leave them off (`admire bench policy_sanity` measures both).
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ import torch
 from torch import nn
 
 from admire.actions import element_phrase, format_output, parse_model_output
-from admire.agent.base import Decision, PolicyOutput, register_policy
+from admire.agent.base import Decision, PolicyOutput
 from admire.agent.candidates import DEFAULT_MAX_CANDIDATES, Candidate
-from admire.agent.encoder import EmbeddingCache, SentenceEncoder, default_encoder
 from admire.agent.features import FEATURE_INDEX, NUM_FEATURES, FeatureBuilder, ScreenFeatures
 from admire.agent.spans import DEFAULT_MAX_SPANS
+from admire.embeddings import DEFAULT_CACHE_SIZE, DEFAULT_ENCODER, EmbeddingCache, Encoder, make_encoder
 from admire.types import Action, Observation, Step
 
 EMBEDDING_DIM = 384
-"""all-MiniLM-L6-v2's sentence dimension; pass ``embedding_dim`` for another encoder."""
+"""all-MiniLM-L6-v2's sentence dimension; set ``embedding_dim`` with another ``encoder``."""
 
 PRIOR_WEIGHTS: dict[str, float] = {
     "sim_context_element": 2.0,
@@ -98,7 +98,6 @@ class PreparedDecisions:
     actions: tuple[Action | None, ...]
 
 
-@register_policy("dom")
 class DomPolicy(nn.Module):
     """Candidate-scoring policy for DOM/accessibility-tree screens (see the module docstring)."""
 
@@ -110,9 +109,9 @@ class DomPolicy(nn.Module):
         max_candidates: int = DEFAULT_MAX_CANDIDATES,
         max_spans: int = DEFAULT_MAX_SPANS,
         prior_strength: float = 0.0,
-        encoder: SentenceEncoder | None = None,
+        encoder: Encoder | str = DEFAULT_ENCODER,
         embedding_dim: int = EMBEDDING_DIM,
-        embedding_cache_size: int = 50_000,
+        embedding_cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
         super().__init__()
         for name, value in (("hidden_size", hidden_size), ("projection_dim", projection_dim),
@@ -123,7 +122,9 @@ class DomPolicy(nn.Module):
                        "seed": int(seed), "max_candidates": int(max_candidates), "max_spans": int(max_spans),
                        "prior_strength": float(prior_strength), "embedding_dim": int(embedding_dim)}
         self.embedding_dim = int(embedding_dim)
-        self.embeddings = EmbeddingCache(encoder if encoder is not None else default_encoder(),
+        # ``encoder`` is the config key actor_rollout_ref.model.encoder (a name or a model directory, as
+        # milestone_reward.encoder) or an Encoder object; the same name shares one model with the matcher.
+        self.embeddings = EmbeddingCache(make_encoder(encoder) if isinstance(encoder, str) else encoder,
                                          capacity=embedding_cache_size)
         self.features = FeatureBuilder(self.embeddings, max_candidates=max_candidates, max_spans=max_spans)
         with torch.random.fork_rng(devices=[]):
@@ -174,11 +175,7 @@ class DomPolicy(nn.Module):
         Raises ``UnknownDecisionError`` when a text is not a candidate of its screen: this policy can
         only score what it could have written.
         """
-        prepared = self.prepare(decisions)
-        for position, index in enumerate(prepared.indices):
-            if index is None:
-                raise self._unknown(decisions[position], prepared.actions[position],
-                                    prepared.screens[position])
+        prepared = self._prepare_known(decisions)
         return self.log_prob_prepared(prepared)
 
     def log_prob_and_entropy(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,11 +183,7 @@ class DomPolicy(nn.Module):
         pass: PPO's entropy bonus and its logged ``ppo/entropy`` (both differentiable)."""
         if not decisions:
             return torch.zeros(0), torch.zeros(0)
-        prepared = self.prepare(decisions)
-        for position, index in enumerate(prepared.indices):
-            if index is None:
-                raise self._unknown(decisions[position], prepared.actions[position],
-                                    prepared.screens[position])
+        prepared = self._prepare_known(decisions)
         log_probs = self.candidate_log_probs(prepared.screens)
         rows = torch.tensor(prepared.indices, dtype=torch.long)
         chosen = log_probs[torch.arange(len(decisions)), rows]
@@ -204,6 +197,15 @@ class DomPolicy(nn.Module):
     def candidates(self, observation: Observation, history: Sequence[Step] = ()) -> tuple[Candidate, ...]:
         """The candidate actions of a screen, in the order the policy's distribution uses."""
         return self.features.build(observation, history).candidates
+
+    def _prepare_known(self, decisions: Sequence[Decision]) -> PreparedDecisions:
+        """``prepare``, refusing (``UnknownDecisionError``) a text that is not a candidate of its screen."""
+        prepared = self.prepare(decisions)
+        for position, index in enumerate(prepared.indices):
+            if index is None:
+                raise self._unknown(decisions[position], prepared.actions[position],
+                                    prepared.screens[position])
+        return prepared
 
     def prepare(self, decisions: Sequence[Decision]) -> PreparedDecisions:
         """Features and the chosen candidate of each decision; never raises for a non-candidate text."""

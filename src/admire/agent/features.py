@@ -24,8 +24,8 @@ from admire.agent.candidates import (
     is_click_target,
     is_type_target,
 )
-from admire.agent.encoder import EmbeddingCache
 from admire.agent.spans import DEFAULT_MAX_SPANS, goal_spans, goal_words
+from admire.embeddings import EmbeddingCache
 from admire.types import Action, BBox, Observation, Step, UIElement
 
 ROLE_GROUPS: dict[str, str] = {

@@ -17,7 +17,7 @@ with ``clear_text`` into a field that is empty is the same as typing into it (th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -49,8 +49,10 @@ def demonstration_decisions(
     return decisions
 
 
-def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int = 20) -> list[Trajectory]:
-    """Play each task with its scripted oracle on ``env`` (a MiniWoB env) and keep every step.
+def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int = 20, *,
+                                 on_demonstration: Callable[[Trajectory], None] | None = None) -> list[Trajectory]:
+    """Play each task with its scripted oracle on ``env`` (a MiniWoB env) and keep every step;
+    ``on_demonstration`` is called with each one as it is recorded (progress).
 
     The oracle reads the task's ground truth; the trajectories it leaves hold only what a policy sees
     (screens and the written actions), so imitating them teaches nothing the policy could not know.
@@ -70,6 +72,8 @@ def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int
             outcome=1.0 if run.success else 0.0, termination=_termination(run.success, run.termination),
             info={"source": "oracle"},
         ))
+        if on_demonstration is not None:
+            on_demonstration(trajectories[-1])
     return trajectories
 
 

@@ -1,13 +1,15 @@
-"""``admire bench [NAME ...] [-- ARGS]`` — run the benchmarks of ``benchmarks/``, each in its own process.
+"""``admire bench [NAME ...] [-- ARGS]`` — run the benchmarks of ``admire.benchmarks``, each in its own process.
 
-Benchmarks live beside the tests, not in the package, because they are part of the repository's
-evidence rather than the library; each is a script with ``main(argv) -> int`` that prints ratios
-measured side by side in one run (these machines are shared and noisy, so absolute times mislead).
+The benchmarks ship in the package (``src/admire/benchmarks/``), so they run from an installed package
+as well as from a clone; each is a module with ``main(argv) -> int`` that prints ratios measured side by
+side in one run (these machines are shared and noisy, so absolute times mislead). ``--dir`` runs the
+``*.py`` files of another folder the same way.
 
 Each benchmark runs in a fresh Python process: one that crashes, exits non-zero or hangs past
 ``--timeout`` is reported and the others still run, and no benchmark inherits another's imports,
-threads or browser processes. The child loads the file under a module name registered in
-``sys.modules`` (a dataclass needs its module there) and calls ``main(argv)``.
+threads or browser processes. The child imports the packaged module by its name (a file from ``--dir``
+is loaded under a module name registered in ``sys.modules``: a dataclass needs its module there) and
+calls ``main(argv)``. A header before each benchmark says which one runs and how many remain.
 
 Arguments after a single name go to that benchmark (``admire bench learning --seeds 0 1 2``; a ``--``
 before them is optional); with several names, none are passed.
@@ -24,19 +26,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-HELP = "run benchmarks (default: all) from the repository's benchmarks/ folder, each in its own process"
+HELP = "run the packaged benchmarks (default: all but the opt-in ones), each in its own process"
+PACKAGE = "admire.benchmarks"
 
-# What the child process runs: load the file as a registered module, call main(argv) (or main() for a
-# script that reads sys.argv itself), exit with its return code.
+# What the child process runs: import the packaged module (or load a --dir file as a registered module),
+# call main(argv) (or main() for a script that reads sys.argv itself), exit with its return code.
 _RUNNER = """\
-import importlib.util, inspect, os, sys
+import importlib, importlib.util, inspect, os, sys
 name, path, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
 sys.argv = [path, *argv]
-sys.path.insert(0, os.path.dirname(path))  # sibling helpers import as they do from a script
-spec = importlib.util.spec_from_file_location(name, path)
-module = importlib.util.module_from_spec(spec)
-sys.modules[name] = module
-spec.loader.exec_module(module)
+if name.startswith('admire.benchmarks.'):
+    module = importlib.import_module(name)
+else:
+    sys.path.insert(0, os.path.dirname(path))  # sibling helpers import as they do from a script
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
 main = getattr(module, 'main', None)
 if main is None:
     sys.exit(f'admire bench: {path} has no main(argv) function')
@@ -65,7 +71,8 @@ class Outcome:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    parser.add_argument("--dir", default=None, help="benchmarks folder (default: ./benchmarks or the repo's)")
+    parser.add_argument("--dir", default=None,
+                        help="run the *.py benchmarks of this folder instead of the packaged ones")
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop a benchmark after this many seconds and report it as timed out")
     parser.add_argument("names", nargs=argparse.REMAINDER, metavar="NAME [-- ARGS]",
@@ -74,16 +81,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def benchmarks_dir(explicit: str | None = None) -> Path:
-    candidates = [Path(explicit)] if explicit else [Path.cwd() / "benchmarks",
-                                                    Path(__file__).resolve().parents[3] / "benchmarks"]
-    for folder in candidates:
-        if folder.is_dir():
-            return folder
-    raise FileNotFoundError("no benchmarks/ folder found: run from a clone of the repository or pass --dir")
+    """The folder of the packaged benchmarks (``admire/benchmarks``, wherever the package is installed),
+    or ``explicit``."""
+    if explicit is None:
+        return Path(__file__).resolve().parents[1] / "benchmarks"
+    folder = Path(explicit)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--dir: no folder {folder}")
+    return folder
 
 
 def discover(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")}
+
+
+def module_name(name: str, path: Path) -> str:
+    """What the child imports: ``admire.benchmarks.<name>`` for a packaged benchmark, else a private
+    name under which the file is loaded."""
+    packaged = path.resolve().parent == benchmarks_dir().resolve()
+    return f"{PACKAGE}.{name}" if packaged else f"admire_bench_{name}"
 
 
 _OPT_IN = re.compile(r"^RUN_BY_DEFAULT\s*=\s*False\b", re.MULTILINE)
@@ -112,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         folder = benchmarks_dir(args.dir)
     except FileNotFoundError as exc:
-        print(f"admire bench: {exc}", file=sys.stderr)
+        print(f"admire bench: error: {exc}", file=sys.stderr)
         return 2
     found = discover(folder)
     if args.list:
@@ -122,14 +138,17 @@ def run(args: argparse.Namespace) -> int:
     names, passed = split_names(args.names)
     unknown = [n for n in names if n not in found]
     if unknown:
-        print(f"admire bench: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(found)}",
+        print(f"admire bench: error: unknown benchmark(s) {', '.join(unknown)}; available: {', '.join(found)}",
               file=sys.stderr)
         return 2
     if passed and len(names) != 1:
-        print("admire bench: arguments for a benchmark need exactly one benchmark name before them",
+        print("admire bench: error: arguments for a benchmark need exactly one benchmark name before them",
               file=sys.stderr)
         return 2
     selected = names or [name for name, path in found.items() if runs_by_default(path)]
+    skipped = [name for name in found if not names and name not in selected]
+    print(f"admire bench: {len(selected)} benchmark(s), each in its own process: {', '.join(selected)}"
+          + (f" (opt-in, run only when named: {', '.join(skipped)})" if skipped else ""), flush=True)
     outcomes = [run_one(name, found[name], passed, index=i, total=len(selected), timeout=args.timeout)
                 for i, name in enumerate(selected, start=1)]
     print_summary(outcomes)
@@ -140,8 +159,9 @@ def run_one(name: str, path: Path, argv: Sequence[str], *, index: int, total: in
             timeout: float | None = None) -> Outcome:
     """Run one benchmark in a child process, its output passed straight through."""
     shown = " ".join([name, *argv])
-    print(f"\n=== [{index}/{total}] {shown} ===", flush=True)
-    command = [sys.executable, "-c", _RUNNER, f"admire_bench_{name}", str(path.resolve()), *argv]
+    remaining = total - index
+    print(f"\n=== [{index}/{total}] {shown} ({remaining} more after this) ===", flush=True)
+    command = [sys.executable, "-c", _RUNNER, module_name(name, path), str(path.resolve()), *argv]
     started = time.perf_counter()
     try:
         code: int | None = subprocess.run(command, timeout=timeout, check=False).returncode

@@ -2,7 +2,7 @@
 
 Everything is checked before a browser starts — the arguments, the config (``admire.config_schema``),
 and the checkpoint, which is read and fitted to the policy first — and every bad input is one line
-and exit 2.
+and exit 2. A bar on stderr counts the episodes; the table of results goes to stdout.
 """
 
 from __future__ import annotations
@@ -41,8 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from admire.commands.train import TRAIN_IMPORTS
+    from admire.extras import require
+
+    require(*TRAIN_IMPORTS, extra="train", feature="evaluation")
     from rich.console import Console
 
+    from admire.progress import progress_bar
     from admire.report import print_evaluation
     from admire.rl.trainer import evaluate_policy, policy_from_checkpoint
 
@@ -53,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:  # CheckpointError is a ValueError
         print(f"admire eval: error: {exc}", file=sys.stderr)
         return 2
-    result = evaluate_policy(cfg, policy)
+    with progress_bar(f"eval {cfg.env.suite}: episodes", Console(stderr=True)) as progress:
+        result = evaluate_policy(cfg, policy, progress=progress)
     print_evaluation(result, Console(), title=f"{cfg.env.suite}: {path}")
     return 0
 
@@ -78,6 +84,6 @@ def _config(args: argparse.Namespace, path: Path) -> DictConfig:
     if args.episodes is not None:
         cfg.trainer.eval_episodes = args.episodes
     if args.max_envs is not None:
-        cfg.env.max_envs = [args.max_envs]
+        cfg.env.max_envs = args.max_envs  # that many of each backend in env.src
     check_config(cfg, judge_given=True)  # evaluation scores success only: no judge needed
     return cfg

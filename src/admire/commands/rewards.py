@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the method modules are imported inside run(), so `admire --help` stays instant
+    from admire.embeddings import Encoder
     from admire.milestones.bank import MilestoneBank
-    from admire.milestones.encoders import Encoder
     from admire.milestones.generator import MilestoneGenerator, UpdateRule
     from admire.milestones.matcher import Matcher
     from admire.rewards import RewardConfig, StepJudge
@@ -54,7 +54,7 @@ def load_encoder(name: str) -> Encoder:
     ``make_encoder`` checks the name at once and loads the model only on the first encode, so a bad name
     is refused with the rest of the input and a batch with nothing to match never loads a model.
     """
-    from admire.milestones.encoders import make_encoder
+    from admire.embeddings import make_encoder
 
     return make_encoder(name)
 

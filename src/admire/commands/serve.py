@@ -144,7 +144,7 @@ def device_factory(backend: str, max_steps: int, screenshots: bool, executor: st
     if backend == "remote":
         raise UsageError("the 'remote' backend is a client of another server; serve a device backend")
     if executor == "ray":
-        from admire.server.ray_executor import RaySettings, ensure_ray, ray_env_factory
+        from admire.envs.executors.ray import RaySettings, ensure_ray, ray_env_factory
 
         try:
             settings = RaySettings(address=ray_address, num_cpus=ray_cpus)
@@ -156,6 +156,9 @@ def device_factory(backend: str, max_steps: int, screenshots: bool, executor: st
 
 
 def run(args: argparse.Namespace) -> int:
+    from admire.extras import require
+
+    require("fastapi", "uvicorn", "gradio", "prometheus_client", extra="server", feature="the env server")
     token = args.token or os.environ.get(TOKEN_ENV) or None
     try:
         check_arguments(args, token)

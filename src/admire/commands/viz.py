@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> int:
         except ExportTargetError as exc:
             print(f"admire viz: error: {exc}", file=sys.stderr)
             return 2
+    if not args.export:  # serving needs the `viz` extra; say so before scoring writes anything
+        from admire.extras import require
+
+        require("fastapi", "uvicorn", extra="viz", feature="the viewer's server")
     if not args.no_score:
         for kind, epoch, count in score_run(data):
             print(f"scored {kind} epoch {epoch}: {count} trajectories", file=sys.stderr)

@@ -1,8 +1,13 @@
 """The environment protocol, as small as Gymnasium's ``Env``, and the backend registry.
 
-A backend is anything with ``reset``/``step``/``close``/``healthy``: the embedded MiniWoB++ browser,
-an AndroidWorld emulator, or the HTTP client of the env server. Rollouts see only this protocol, so a
-trajectory is produced the same way whichever machine runs the device.
+A backend is anything with ``reset``/``step``/``close``/``healthy``/``restart``: the embedded MiniWoB++
+browser, the HTTP client of an env server (``remote``), or a third party's emulator. Rollouts, the
+trainer and the env server see only this protocol, so a trajectory is produced the same way whichever
+machine runs the device. ``python -m admire.envs.check_env <backend>`` checks a backend against it.
+
+Built-in backends are declared below as ``module:attr`` strings and imported on first lookup, so this
+module imports no implementation (no browser, no HTTP client); third-party backends arrive through the
+``admire.envs`` entry-point group (see :mod:`admire.registry`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,21 @@ class StepResult:
 
 @runtime_checkable
 class GuiEnv(Protocol):
+    """One device, one episode at a time.
+
+    * ``reset(task)`` starts an episode and returns its first screen.
+    * ``step(action)`` acts once. An action the screen cannot take (an index out of range, a malformed
+      action) raises ``InvalidAction`` and leaves the episode as it was; a dead device raises
+      ``EnvCrashed``. The episode ends with ``done=True`` on success, failure, the agent's ``status``
+      action, or when the step budget (``Task.max_steps``, else the backend's ``max_steps``) is spent
+      (``info["termination"] == "max_steps"``); stepping after that is a ``RuntimeError``.
+    * ``healthy()`` is a cheap probe: False once the device died or the env is closed. It never raises.
+    * ``restart()`` gets a working device again after ``EnvCrashed`` or an unhealthy probe (a new browser,
+      a new session); the next call is ``reset``. Rollouts and the env server's pool call it.
+    * ``close()`` frees everything and is idempotent; any call but ``close``/``healthy`` afterwards is a
+      ``RuntimeError`` that says the env is closed.
+    """
+
     def reset(self, task: Task) -> Observation: ...
 
     def step(self, action: Action) -> StepResult: ...
@@ -41,9 +61,19 @@ class GuiEnv(Protocol):
 
     def healthy(self) -> bool: ...
 
+    def restart(self) -> None: ...
+
 
 EnvFactory = Callable[..., GuiEnv]
-ENVS: Registry[EnvFactory] = Registry("environment backend", loader=lambda _name: _load_builtin_backends())
+ENVS: Registry[EnvFactory] = Registry(
+    "environment backend",
+    group="admire.envs",
+    builtins={
+        "miniwob": "admire.envs.miniwob:MiniWoBEnv",
+        "remote": "admire.envs.remote:RemoteEnv",  # make_env("remote:http://host:8765"): an env server's device
+        "gym": "admire.envs.gym:GymBackend",  # a Gymnasium text env as a backend (the `gym` extra)
+    },
+)
 
 
 def register_env(name: str) -> Callable[[EnvFactory], EnvFactory]:
@@ -76,8 +106,3 @@ def make_task(name: str, seed: int = 0, **params: Any) -> Task:
         raise ValueError(f"a task seed must be >= 0, got {seed}")
     return Task(name=name, seed=int(seed), params=params)
 
-
-def _load_builtin_backends() -> None:
-    """Import the built-in backends so they register; each imports its heavy deps lazily."""
-    import admire.envs.miniwob
-    import admire.server.client  # noqa: F401 - the ``remote`` backend; its HTTP client is set up when one is built

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from admire.actions import ActionError, validate_action
-from admire.envs.base import EnvCrashed, InvalidAction, StepResult, register_env
+from admire.envs.base import EnvCrashed, InvalidAction, StepResult
 from admire.envs.miniwob_actions import HORIZONTAL_SCROLLS, SLEEP, ActionPlan, MiniwobOp, plan_action
 from admire.envs.miniwob_browser import (
     BrowserNotFound,
@@ -67,7 +67,11 @@ from admire.envs.miniwob_settle import (
     check_settle_options,
     settle_report,
 )
+from admire.errors import brief
+from admire.extras import require
 from admire.types import Action, Observation, Screenshot, Task, Termination
+
+require("miniwob", "selenium")  # without them: one line naming pip install 'admire[miniwob]', not a crash mid-episode
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +125,6 @@ def check_task(task: Task) -> str:
     return template
 
 
-@register_env("miniwob")
 class MiniWoBEnv:
     """One headless Chromium running MiniWoB++ tasks one episode at a time.
 
@@ -340,7 +343,7 @@ class MiniWoBEnv:
             self._scratch = None
             if isinstance(exc, BrowserNotFound):
                 raise
-            raise EnvCrashed(f"could not start Chromium for MiniWoB task {template!r}: {_brief(exc)}") from exc
+            raise EnvCrashed(f"could not start Chromium for MiniWoB task {template!r}: {brief(exc)}") from exc
         self._instance = instance
         self._finalizer = weakref.finalize(self, shut_down, instance.driver, self._scratch)
         self._config = _action_config(instance, self.scroll_px)
@@ -369,10 +372,10 @@ class MiniWoBEnv:
         except (EnvCrashed, InvalidAction):
             raise
         except MoveTargetOutOfBoundsException as exc:
-            raise InvalidAction(f"the pointer would leave the browser window: {_brief(exc)}") from exc
+            raise InvalidAction(f"the pointer would leave the browser window: {brief(exc)}") from exc
         except (*_crash_errors(), RuntimeError) as exc:
             self._crashed = True
-            raise EnvCrashed(f"the MiniWoB browser failed while {doing}: {_brief(exc)}; call restart()") from exc
+            raise EnvCrashed(f"the MiniWoB browser failed while {doing}: {brief(exc)}; call restart()") from exc
 
     def _wait_until_ready(self, ready: bool) -> None:
         deadline = time.monotonic() + TASK_READY_MAX_WAIT_S
@@ -496,9 +499,3 @@ def _action_config(instance: Any, scroll_px: int) -> Any:
     config.screen_height = instance.task_height
     config.scroll_amount = scroll_px
     return config
-
-
-def _brief(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(exc).__name__}: {first}"[:300]

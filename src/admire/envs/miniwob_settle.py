@@ -42,7 +42,7 @@ or episode timers that an observation must not wait for."""
 DEFAULT_SETTLE_QUIET_S = 0.02
 """No DOM change for this long (after all short work is done) counts as settled. Just over one frame at
 60 Hz: timers, frames and animations are tracked, so this only catches what they miss. Measured
-(benchmarks/settle.py, dom policy, 4 timing-sensitive tasks × 10 seeds): 0.01, 0.02 and 0.05 s were
+(`admire bench settle`, dom policy, 4 timing-sensitive tasks × 10 seeds): 0.01, 0.02 and 0.05 s were
 equally reproducible; env speed on click-tab-2 0.78, 0.65 and 0.34 × that of reading at once."""
 
 DEFAULT_SETTLE_MAX_S = 1.5

@@ -1,7 +1,7 @@
 """Milestones: the abstraction Φ, the durable bank, slots, and the ordered-pointer matcher (method.md §2–§3).
 
 This package is the pure method: it imports no torch, browser or server code at import time. The
-sentence encoder is loaded by ``MiniLMEncoder`` the first time it encodes.
+sentence encoder (``admire.embeddings``) is loaded the first time it encodes.
 """
 
 from admire.milestones.bank import (
@@ -19,7 +19,7 @@ from admire.milestones.generator import (
     make_generator,
     register_generator,
 )
-from admire.milestones.matcher import Encoder, Hit, Matcher, MatchResult, MiniLMEncoder
+from admire.milestones.matcher import Hit, Matcher, MatchResult
 from admire.milestones.slots import PLACEHOLDER, apply_slots, extract_slot_values
 from admire.milestones.update import BankChange, update_bank
 
@@ -27,7 +27,6 @@ __all__ = [
     "GENERATORS",
     "PLACEHOLDER",
     "BankChange",
-    "Encoder",
     "FrozenMilestonesError",
     "HeuristicGenerator",
     "Hit",
@@ -37,7 +36,6 @@ __all__ = [
     "MilestoneBankError",
     "MilestoneGenerator",
     "MilestoneList",
-    "MiniLMEncoder",
     "Provenance",
     "apply_slots",
     "extract_slot_values",

@@ -1,9 +1,10 @@
 """The abstraction function Φ: successful trajectory → ordered milestone phrases (method.md §2).
 
 Two implementations share the ``MilestoneGenerator`` protocol: ``heuristic`` here (offline, the
-default) and ``llm`` in ``llm_generator.py``, which registers itself with ``register_generator`` and
-falls back to the heuristic when the model's answer is unusable. ``make_generator(name)`` imports
-``admire.milestones.<name>_generator`` on demand, so naming a generator in a config is enough.
+default) and ``llm`` in ``llm_generator.py``, which falls back to the heuristic when the model's answer
+is unusable. Both are declared in ``GENERATORS`` as ``module:attr`` strings and imported on lookup, so
+naming a generator in a config is enough; others arrive through the ``admire.generators`` entry-point
+group or ``register_generator`` (see :mod:`admire.registry`).
 
 Generators return raw phrases; slotting the instruction's values (``slots.py``) is the bank update's
 job, because only it knows the key and hence the slot scheme (none, single ``<value>``, positional
@@ -18,7 +19,6 @@ the 'A' checkbox" and "checked the 'B' checkbox" can read alike although they ar
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Callable, Sequence
@@ -63,19 +63,14 @@ class MilestoneGenerator(Protocol):
 GeneratorFactory = Callable[..., MilestoneGenerator]
 F = TypeVar("F", bound=GeneratorFactory)
 
-
-def _import_generator_module(name: str) -> None:
-    """``make_generator("llm")`` imports ``admire.milestones.llm_generator`` on demand."""
-    if not name:
-        return
-    try:
-        importlib.import_module(f"admire.milestones.{name}_generator")
-    except ModuleNotFoundError as error:
-        if error.name != f"admire.milestones.{name}_generator":
-            raise  # the generator's module exists but one of its own imports is missing
-
-
-GENERATORS: Registry[GeneratorFactory] = Registry("milestone generator", loader=_import_generator_module)
+GENERATORS: Registry[GeneratorFactory] = Registry(
+    "milestone generator",
+    group="admire.generators",
+    builtins={
+        "heuristic": "admire.milestones.generator:HeuristicGenerator",
+        "llm": "admire.milestones.llm_generator:make_llm_generator",
+    },
+)
 
 
 def register_generator(name: str) -> Callable[[F], F]:
@@ -96,7 +91,6 @@ _TOGGLE = re.compile(r"^(checked|unchecked) (.+)$")
 _NOT_CHECKPOINTS = frozenset({"status", "wait", "unknown"})
 
 
-@register_generator("heuristic")
 class HeuristicGenerator:
     """Φ without a language model: the grounded descriptions of the steps that made progress.
 

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from admire.llm import ChatClient, LLMError, make_chat_client, parse_json_answer
 from admire.milestones.generator import (
     MAX_MILESTONES,
     MIN_MILESTONES,
@@ -41,9 +42,7 @@ from admire.milestones.generator import (
     check_milestone_count,
     collapse_repeats,
     make_generator,
-    register_generator,
 )
-from admire.milestones.llm import ChatClient, LLMError, make_chat_client, parse_json_answer
 from admire.milestones.prompting import fill, load_prompt, milestone_lines, step_lines
 from admire.types import Trajectory
 
@@ -111,7 +110,6 @@ class LLMGenerator:
                        what, trajectory.id, exc, getattr(self.fallback, "name", type(self.fallback).__name__))
 
 
-@register_generator("llm")
 def make_llm_generator(client: ChatClient | None = None, fallback: MilestoneGenerator | str | None = None,
                        **client_config: Any) -> LLMGenerator:
     """``make_generator("llm", …)``: from a ready ``client``, or from the config keys of

@@ -24,14 +24,13 @@ matching 256 trajectories × 20 steps cheap. Counterfactuals join that batch onl
 have a milestone without a signature, and only when the contrast is on, so the heuristic generator's
 lists (which always parse) cost nothing extra. Signatures are parsed once per text and cached too.
 
-The sentence encoder sits behind the small ``Encoder`` protocol (``encoders.py``) and is imported only
-when first used, so this module (the pure method) never pulls in torch at import time.
+The sentence encoder sits behind the small ``Encoder`` protocol (``admire.embeddings``, which also holds
+the text-keyed cache) and is imported only when first used, so this module (the pure method) never pulls
+in torch at import time.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -39,34 +38,19 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from admire.milestones.encoders import (
-    DEFAULT_ENCODER,
-    Encoder,
-    MiniLMEncoder,
-    SentenceTransformerEncoder,
-    make_encoder,
-    shared_encoder,
-)
+from admire.embeddings import CacheInfo, EmbeddingStore, Encoder, make_encoder, shared_encoder
 from admire.milestones.signature import Signature, parse_signature, signatures_agree
 from admire.milestones.slots import apply_slots
 
 __all__ = [
     "DEFAULT_CONTRAST_MARGIN",
-    "DEFAULT_ENCODER",
     "DEFAULT_MODE",
     "DEFAULT_THRESHOLD",
-    "CacheInfo",
-    "EmbeddingStore",
-    "Encoder",
     "Hit",
     "MatchItem",
     "MatchResult",
     "Matcher",
     "MatcherMode",
-    "MiniLMEncoder",
-    "SentenceTransformerEncoder",
-    "make_encoder",
-    "shared_encoder",
 ]
 
 DEFAULT_THRESHOLD = 0.75
@@ -145,87 +129,6 @@ class MatchResult:
     def progress(self) -> float:
         """k / K, or 0.0 when there are no milestones."""
         return self.k / self.num_milestones if self.num_milestones else 0.0
-
-
-@dataclass(frozen=True)
-class CacheInfo:
-    hits: int
-    misses: int
-    size: int
-    capacity: int
-
-
-class EmbeddingStore:
-    """Unit-length sentence embeddings cached by text (LRU, thread-safe), one encoder call per batch.
-
-    Both the matcher and the ``dom`` policy embed the same few strings again and again; this is the
-    one cache they share the code of. ``capacity=0`` turns caching off.
-    """
-
-    def __init__(self, encoder: Encoder, capacity: int = 100_000) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise ValueError(f"cache_size must be an integer >= 0 (0 turns the cache off); got {capacity!r}")
-        self.encoder = encoder
-        self.capacity = capacity
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-        self._hits = 0
-        self._misses = 0
-
-    def embed(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Unit vectors for ``texts``; everything not cached is encoded in one call to the encoder."""
-        wanted = list(dict.fromkeys(texts))
-        found: dict[str, np.ndarray] = {}
-        missing: list[str] = []
-        with self._lock:
-            for text in wanted:
-                vector = self._cache.get(text)
-                if vector is None:
-                    missing.append(text)
-                else:
-                    self._cache.move_to_end(text)
-                    found[text] = vector
-            self._hits += len(found)
-            self._misses += len(missing)
-        if missing:
-            vectors = self._encode(missing)
-            found.update(zip(missing, vectors, strict=True))
-            self._remember(missing, vectors)
-        return found
-
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.encoder.encode(texts), dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise ValueError(
-                f"the encoder returned an array of shape {vectors.shape} for {len(texts)} texts; "
-                "an Encoder must return one row per text, shape (n, d)"
-            )
-        # The protocol promises unit rows; normalising again costs nothing and keeps cosines in [-1, 1]
-        # whatever a custom encoder does. Zero rows stay zero (similarity 0 to everything).
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return vectors / np.where(norms > 0, norms, 1.0)
-
-    def _remember(self, texts: list[str], vectors: np.ndarray) -> None:
-        if self.capacity == 0:
-            return
-        with self._lock:
-            for text, vector in zip(texts, vectors, strict=True):
-                self._cache[text] = vector
-                self._cache.move_to_end(text)
-            while len(self._cache) > self.capacity:
-                self._cache.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._cache)
-
-    def cache_info(self) -> CacheInfo:
-        with self._lock:
-            return CacheInfo(self._hits, self._misses, len(self._cache), self.capacity)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._cache.clear()
-            self._hits = self._misses = 0
 
 
 class Matcher:

@@ -42,7 +42,7 @@ _SCROLL_VERBS = ("scrolled", "swiped")
 _POINTER_VERBS = ("clicked", "double-tapped", "long-pressed")
 DIRECTIONS = ("up", "down", "left", "right")
 
-# The role families of ``signatures_agree``. Roles describe() writes (actions._ROLES and its fallbacks)
+# The role families of ``signatures_agree``. Roles describe() writes (actions.descriptions._ROLES and its fallbacks)
 # plus the few a person or an LLM copying the grammar writes for the same things (icon, file, …).
 # A role not listed is its own family, so an unknown role agrees only with itself.
 _CLICKABLE = ("button", "link", "image", "icon", "text", "label", "heading", "element", "item", "tab",

@@ -112,7 +112,14 @@ AdvantageEstimator = Callable[..., AdvantageResult]
 estimator takes those of ``OPTIONS`` it honours (or ``**options``); ``compute_advantages`` passes it only
 what it declares, so a plain ``estimator(samples)`` still works (and ignores the options)."""
 
-ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator")
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry(
+    "advantage estimator",
+    group="admire.advantages",
+    builtins={name: f"admire.rl.advantages:{name}" for name in ("grpo_step", "grpo_traj", "rloo_step", "dapo_step")},
+)
+"""``algorithm.adv_estimator`` → estimator. The built-ins below are declared as strings like every other
+plug-in (:mod:`admire.registry`); third-party estimators come through the ``admire.advantages`` entry
+points or ``register_advantage``."""
 
 
 def register_advantage(name: str) -> Callable[[AdvantageEstimator], AdvantageEstimator]:
@@ -170,7 +177,6 @@ def _declared(estimator: AdvantageEstimator, options: dict[str, Any]) -> dict[st
 # Estimators
 # --------------------------------------------------------------------------------------------------
 
-@register_advantage("grpo_step")
 def grpo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Paper Eq. 13: normalise R_total(t) against every step of every trajectory in the group.
 
@@ -185,7 +191,6 @@ def grpo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
                            info=_stats(pooled, norm_by_std, std_floor))
 
 
-@register_advantage("grpo_traj")
 def grpo_traj(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Classic GRPO (the outcome baseline): one return per trajectory, broadcast to its steps.
 
@@ -209,7 +214,6 @@ def grpo_traj(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
     return AdvantageResult(tuple(advantages), info=_stats(returns, norm_by_std, std_floor))
 
 
-@register_advantage("rloo_step")
 def rloo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """Leave-one-out: A_t = R_total(t) − mean of the *other* trajectories' pooled steps.
 
@@ -236,7 +240,6 @@ def rloo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
     return AdvantageResult(_broadcast(samples, leave_one_out), info=_stats(pooled))
 
 
-@register_advantage("dapo_step")
 def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
     """``grpo_step`` plus DAPO's training hints: clip-higher, dynamic sampling, token-level loss.
 

@@ -122,7 +122,8 @@ def collect(
                 starting, pool.map(lambda st: _reset(envs[st[0]], requests[st[1]].task), starting), strict=True
             ):
                 if isinstance(outcome, Observation):
-                    live[slot] = _Live(ticket, requests[ticket], _strip(outcome, keep_screenshots), outcome.goal)
+                    shown = outcome if keep_screenshots else outcome.without_screenshot()
+                    live[slot] = _Live(ticket, requests[ticket], shown, outcome.goal)
                 else:
                     stats.env_errors += 1
                     live[slot] = _Live(ticket, requests[ticket], Observation(goal=""), "")
@@ -151,7 +152,8 @@ def collect(
                     _record_step(episode, output, result, parse_error, policy_s, env_s, keep_screenshots))
                 if isinstance(result, StepResult):
                     stats.env_steps += 1
-                    episode.observation = _strip(result.observation, keep_screenshots)
+                    episode.observation = (result.observation if keep_screenshots
+                                           else result.observation.without_screenshot())
                     if result.done:
                         finish(slot, _termination(result), 1.0 if result.success else 0.0,
                                {"raw_reward": result.info.get("raw_reward")})
@@ -228,16 +230,7 @@ def _termination(result: StepResult) -> Termination:
 
 
 def _restart(env: GuiEnv) -> None:
-    restart = getattr(env, "restart", None)
-    if restart is None:
-        return
     try:
-        restart()
+        env.restart()
     except Exception as exc:  # noqa: BLE001 - the next reset reports it again
         logger.error("restarting the environment failed: %s", exc)
-
-
-def _strip(observation: Observation, keep_screenshots: bool) -> Observation:
-    if keep_screenshots or observation.screenshot is None:
-        return observation
-    return observation.model_copy(update={"screenshot": None})

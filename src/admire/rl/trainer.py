@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import logging
 import os
 import random
@@ -31,13 +30,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Decision, Policy, make_policy
-from admire.config import LEGACY_DEFAULTS, first
-from admire.envs import make_env
+from admire.config import LEGACY_DEFAULTS
+from admire.embeddings import Encoder, make_encoder
 from admire.envs.suites import Suite, get_suite
 from admire.milestones.bank import MilestoneBank, milestone_key
 from admire.milestones.generator import make_generator
-from admire.milestones.matcher import Encoder, Matcher, make_encoder
+from admire.milestones.matcher import Matcher
 from admire.milestones.update import update_bank
+from admire.progress import ProgressFn, counting
 from admire.report import plot_learning_curve
 from admire.rewards import RewardConfig, StepJudge, score_batch
 from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
@@ -118,10 +118,12 @@ def train(
         if state.baseline is None and cfg.actor_rollout_ref.warm_start.enable:
             progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
             state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
-                                          seed=int(cfg.run.seed))
+                                          seed=int(cfg.run.seed),
+                                          progress=progress.counter("warm start: demonstration"))
         if state.baseline is None:
             progress.status("evaluating the policy before RL")
-            state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats())
+            state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats(),
+                                      progress=progress.counter("evaluating before RL: episode"))
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
             if loop.total_env_steps is not None and state.env_steps >= loop.total_env_steps:
@@ -174,7 +176,8 @@ def train(
             evaluation = None
             if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
                 progress.status(f"epoch {epoch}: evaluating")
-                evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats())
+                evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats(),
+                                      progress=progress.counter(f"epoch {epoch}: evaluating, episode"))
                 metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
 
             # 6. Log and checkpoint.
@@ -192,7 +195,8 @@ def train(
         final = evaluation
         if final is None:
             progress.status("final evaluation")
-            final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch, stats=RolloutStats())
+            final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch, stats=RolloutStats(),
+                             progress=progress.counter("final evaluation: episode"))
         summary = {
             "run": run.path.name,
             "suite": suite.name,
@@ -313,9 +317,9 @@ def _optional_int(cfg: DictConfig, key: str) -> int | None:
     return value
 
 
-def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path) -> dict[str, float]:
+def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path, *, progress: ProgressFn | None = None) -> dict[str, float]:
     """Load a policy from a checkpoint (or run directory) and evaluate it greedily on ``cfg.env.suite``."""
-    return evaluate_policy(cfg, policy_from_checkpoint(cfg, checkpoint))
+    return evaluate_policy(cfg, policy_from_checkpoint(cfg, checkpoint), progress=progress)
 
 
 def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
@@ -335,18 +339,22 @@ def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
     return policy
 
 
-def evaluate_policy(cfg: DictConfig, policy: Any) -> dict[str, float]:
-    """Greedy success of ``policy`` on held-out seeds of ``cfg.env.suite`` (browsers start here)."""
+def evaluate_policy(cfg: DictConfig, policy: Any, *, progress: ProgressFn | None = None) -> dict[str, float]:
+    """Greedy success of ``policy`` on held-out seeds of ``cfg.env.suite`` (browsers start here);
+    ``progress(done, total)`` hears of every finished episode."""
     with ExitStack() as stack:
         envs = make_envs(cfg, stack)
-        return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats())
+        return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats(),
+                        progress=progress)
 
 
-def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: int) -> dict[str, float]:
+def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: int, *,
+               progress: ProgressFn | None = None) -> dict[str, float]:
     """Behaviour cloning on oracle demonstrations of tasks *outside* the training suite.
 
     The analogue of starting RL from a pretrained base model: the policy learns what forms and
     lists look like in general, never the tasks it is evaluated on (an overlap is refused).
+    ``progress(done, total)`` hears of every recorded demonstration (the slow part: a browser plays each).
     """
     from admire.agent.pretrain import pretrain, record_oracle_demonstrations
 
@@ -356,7 +364,8 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
         raise ValueError(f"warm_start.suite {demo_suite.name!r} shares tasks with the training suite "
                          f"{suite.name!r} ({', '.join(overlap)}): demonstrations must come from other tasks")
     tasks = demo_suite.train_tasks(len(demo_suite.tasks) * int(section.episodes_per_task), epoch=0, seed=seed)
-    demos = record_oracle_demonstrations(env, tasks, max_steps=int(section.max_steps))
+    demos = record_oracle_demonstrations(env, tasks, max_steps=int(section.max_steps),
+                                         on_demonstration=counting(progress, len(tasks)))
     metrics = pretrain(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
     return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
 
@@ -373,25 +382,34 @@ def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
 
 
 def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
-    """``env.max_envs`` environments of the first backend in ``env.src``, closed when ``stack`` unwinds;
-    in this process (``env.executor=local``) or in Ray actors (``ray``, settings in ``env.ray``)."""
-    options = {"max_steps": int(cfg.env.max_steps), "screenshots": bool(cfg.env.screenshots)}
-    executor = str(cfg.env.get("executor", "local"))
-    if executor == "local":
-        build = functools.partial(make_env, first(cfg.env.src), **options)
-    elif executor == "ray":
-        from admire.server.ray_executor import RaySettings, ray_env_factory
+    """The environments of every backend in ``env.src``, closed when ``stack`` unwinds.
 
-        settings = RaySettings.from_config(OmegaConf.to_container(cfg.env.ray, resolve=True) if "ray" in cfg.env
-                                           else None)
-        build = ray_env_factory(first(cfg.env.src), settings, **options)
-    else:
-        raise ValueError(f"env.executor must be 'local' or 'ray', got {executor!r}")
+    ``env.max_envs`` gives one count per backend (``env.src=[miniwob, remote:http://host:8765]
+    env.max_envs=[4, 16]``: 4 local browsers and 16 devices of that server); a single number applies to
+    each backend. Every backend must run the suite's tasks: rollouts hand any task to any env. The envs
+    run where ``env.executor`` says (``local``, ``ray`` …, :mod:`admire.envs.executors`), with the
+    executor's own section (``env.ray``) as its settings.
+    """
+    from admire.envs.executors import get_executor
+
+    options = {"max_steps": int(cfg.env.max_steps), "screenshots": bool(cfg.env.screenshots)}
+    name = str(cfg.env.get("executor", "local"))
+    executor = get_executor(name)
+    section = cfg.env.get(name) if name != "local" else None
+    settings = OmegaConf.to_container(section, resolve=True) if section is not None else None
+    specs = [str(spec) for spec in (cfg.env.src if OmegaConf.is_list(cfg.env.src) else [cfg.env.src])]
+    counts = cfg.env.max_envs
+    counts = [int(n) for n in counts] if OmegaConf.is_list(counts) else [int(counts)] * len(specs)
+    if len(counts) != len(specs):
+        raise ValueError(f"env.max_envs has {len(counts)} count(s) but env.src has {len(specs)} backend(s); "
+                         "give one count per backend")
     envs = []
-    for _ in range(int(first(cfg.env.max_envs))):
-        env = build()
-        stack.callback(env.close)
-        envs.append(env)
+    for spec, count in zip(specs, counts, strict=True):
+        build = executor(spec, settings, **options)
+        for _ in range(count):
+            env = build()
+            stack.callback(env.close)
+            envs.append(env)
     return envs
 
 
@@ -467,14 +485,16 @@ def _clip_hint(result: AdvantageResult, name: str) -> float | None:
 
 def evaluate(
     policy: Policy, envs: Sequence[Any], suite: Suite, cfg: DictConfig, run: RunDir | None, *, epoch: int,
-    stats: RolloutStats,
+    stats: RolloutStats, progress: ProgressFn | None = None,
 ) -> dict[str, float]:
-    """Greedy success on held-out seeds, per task and on average; trajectories kept in the run."""
+    """Greedy success on held-out seeds, per task and on average; trajectories kept in the run.
+    ``progress(done, total)`` hears of every finished episode."""
     tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes))
     with torch.no_grad():
         trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
                                greedy=True, epoch=max(epoch, 0), stats=stats,
-                               keep_screenshots=bool(cfg.env.get("screenshots", False)))
+                               keep_screenshots=bool(cfg.env.get("screenshots", False)),
+                               on_episode=counting(progress, len(tasks)))
     if run is not None:
         run.write_trajectories("eval", epoch + 1, trajectories)
     per_task: dict[str, list[float]] = defaultdict(list)
@@ -625,6 +645,10 @@ class TrainingProgress:
 
     def status(self, text: str) -> None:
         self._progress.update(self._task, info=text)
+
+    def counter(self, label: str) -> ProgressFn:
+        """A ``progress(done, total)`` that shows ``<label> done/total`` as the bar's status."""
+        return lambda done, total: self.status(f"{label} {done}/{total}")
 
     def advance(self, metrics: dict[str, float]) -> None:
         info = (f"success {metrics['train/success']:.0%}  milestone {metrics['reward/milestone']:+.3f}  "

@@ -110,6 +110,7 @@ def create_app(pool: DevicePool, *, token: str | None = None,
         **({"openapi_url": None, "docs_url": None, "redoc_url": None} if token else {}),
     )
     app.state.pool = pool
+    registry = metrics.registry_for(pool.stats)  # this app's own registry, never the process-global one
     app.add_middleware(StepFastPath, pool=pool, token=token)
     app.add_middleware(BodyLimits, max_bytes=max_request_bytes, max_depth=MAX_JSON_DEPTH)  # bounds the fast path
     if allowed_hosts is not None:
@@ -175,7 +176,7 @@ def create_app(pool: DevicePool, *, token: str | None = None,
     @app.get("/metrics", dependencies=auth, response_class=Response, summary="Prometheus metrics",
              responses={**_ERRORS, 200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
     def prometheus() -> Response:
-        return Response(content=metrics.render(pool.stats()), media_type=metrics.CONTENT_TYPE)
+        return Response(content=metrics.scrape(registry), media_type=metrics.CONTENT_TYPE)
 
     return app
 

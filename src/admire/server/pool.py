@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from admire.envs.base import GuiEnv, InvalidAction, StepResult
+from admire.errors import brief
 from admire.server.deadline import CallTimedOut, DeviceWorker, kill_processes_of, run_with_deadline
 from admire.server.errors import (
     DeviceFailed,
@@ -44,7 +45,7 @@ from admire.server.errors import (
     TaskRejected,
     UnknownSession,
 )
-from admire.server.stats import LatencySamples, PoolStats
+from admire.server.stats import LatencyHistogram, PoolStats
 from admire.server.views import DeviceState, DeviceView, EpisodeOutcome, EpisodeView
 from admire.types import Action, Observation, Task
 
@@ -86,8 +87,6 @@ class PoolConfig:
     """How long a step waits for a concurrency slot before it is refused with ``no_capacity``."""
     episode_history: int = 1000
     """Episodes kept for ``recent_episodes``."""
-    latency_samples: int = 4096
-    """Recent samples kept per latency metric (quantiles are computed over them)."""
 
     def __post_init__(self) -> None:
         if self.num_devices < 0:
@@ -194,8 +193,7 @@ class DevicePool:
         self._slots = threading.BoundedSemaphore(self.config.step_slots)
         self._counters: Counter[str] = Counter()
         self._outcomes: Counter[str] = Counter()
-        self._latency = {name: LatencySamples(self.config.latency_samples)
-                         for name in ("step", "reset", "queue_wait")}
+        self._latency = {name: LatencyHistogram() for name in ("step", "reset", "queue_wait")}
         self._background: set[threading.Thread] = set()
         self._closed = False
         self._stop = threading.Event()
@@ -244,7 +242,7 @@ class DevicePool:
             raise
         self._remember_screenshot(device, observation)
         start = SessionStart(session_id=session_id, device_id=device.id, task=task,
-                             observation=_shown(observation, screenshots))
+                             observation=observation if screenshots else observation.without_screenshot())
         with self._lock:
             session.first = start
             self._sessions[session_id] = session
@@ -291,7 +289,8 @@ class DevicePool:
                     session.busy = False
                     self._touch(session)
             self._remember_screenshot(device, result.observation)
-            reply = StepResult(observation=_shown(result.observation, session.screenshots), done=result.done,
+            shown = result.observation if session.screenshots else result.observation.without_screenshot()
+            reply = StepResult(observation=shown, done=result.done,
                                success=result.success, info=result.info)
             with self._lock:
                 session.steps += 1
@@ -369,7 +368,7 @@ class DevicePool:
     def stats(self) -> PoolStats:
         with self._lock:
             states = Counter(d.state for d in self._devices)
-            latency = {name: samples.summary() for name, samples in self._latency.items()}
+            latency = {name: histogram.snapshot() for name, histogram in self._latency.items()}
             return PoolStats(counters=dict(self._counters), episodes={o: self._outcomes[o] for o in OUTCOMES[1:]},
                              devices={state: states[state] for state in DEVICE_STATES},
                              sessions_active=sum(1 for s in self._sessions.values() if s.outcome == "running"),
@@ -518,7 +517,7 @@ class DevicePool:
             env = run_with_deadline(self._factory, self.config.call_timeout_s, f"device-{device.id}-start")
         except Exception as exc:  # noqa: BLE001 - any factory failure is a failed start, never a crash
             with self._lock:
-                self._fail(device, f"could not start: {_brief(exc)}")
+                self._fail(device, f"could not start: {brief(exc)}")
             return False
         with self._lock:
             device.env = env
@@ -583,7 +582,7 @@ class DevicePool:
             ok = bool(device.worker.call(device.env.healthy, self.config.call_timeout_s, "health"))
             reason = "health check failed"
         except Exception as exc:  # noqa: BLE001 - a health check that raises is a failed one
-            ok, reason = False, f"health check raised {_brief(exc)}"
+            ok, reason = False, f"health check raised {brief(exc)}"
         if ok:
             return True
         with self._lock:
@@ -642,7 +641,7 @@ class DevicePool:
 
     def _crashed(self, device: _Device, what: str, exc: BaseException, hung: bool = False) -> DeviceFailed:
         reason = (f"{what} took longer than {self.config.call_timeout_s:.0f} s" if hung
-                  else f"{what} failed: {_brief(exc)}")
+                  else f"{what} failed: {brief(exc)}")
         with self._lock:
             self._counters["env_errors"] += 1
             self._fail(device, reason, replace=hung)
@@ -689,11 +688,11 @@ class DevicePool:
             self._counters[name] += 1
 
     def _restart(self, device: _Device, replace: bool) -> None:
-        """Background: ``env.restart()`` when the env has one (and did not hang), else a new env."""
-        restart = getattr(device.env, "restart", None)
+        """Background: ``env.restart()`` (the ``GuiEnv`` protocol's) when the env did not hang, else a new env;
+        a restart that fails counts as a failure, so the next attempt replaces the env."""
         try:
-            if restart is not None and not replace:
-                device.worker.call(restart, self.config.call_timeout_s, "restart")
+            if not replace:
+                device.worker.call(device.env.restart, self.config.call_timeout_s, "restart")
             else:
                 if replace:
                     kill_processes_of(device.env, f"device {device.id}")
@@ -702,7 +701,7 @@ class DevicePool:
             healthy = bool(device.worker.call(device.env.healthy, self.config.call_timeout_s, "health"))
             error = None if healthy else "unhealthy after restart"
         except Exception as exc:  # noqa: BLE001 - a failed restart is a failure of the device
-            error = f"restart failed: {_brief(exc)}"
+            error = f"restart failed: {brief(exc)}"
         with self._lock:
             if error is not None:
                 self._counters["restart_failures"] += 1
@@ -719,7 +718,7 @@ class DevicePool:
         try:
             run_with_deadline(env.close, self.config.close_timeout_s, f"device-{device.id}-close")
         except Exception as exc:  # noqa: BLE001 - closing a broken env may fail; it is gone either way
-            log.warning("device %d: close failed: %s", device.id, _brief(exc))
+            log.warning("device %d: close failed: %s", device.id, brief(exc))
 
     def _remember_screenshot(self, device: _Device, observation: Observation) -> None:
         if observation.screenshot is not None and observation.screenshot.png is not None:
@@ -732,15 +731,3 @@ class DevicePool:
                 self.reclaim_expired()
             except Exception:
                 log.exception("reclaiming expired sessions failed")
-
-
-def _shown(observation: Observation, screenshots: bool) -> Observation:
-    """The observation as the session asked for it (without the PNG when it asked for none)."""
-    if screenshots or observation.screenshot is None:
-        return observation
-    return observation.model_copy(update={"screenshot": None})
-
-
-def _brief(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]

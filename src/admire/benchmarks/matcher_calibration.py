@@ -17,7 +17,7 @@ pair is one ``Matcher.match`` of a one-step trajectory against a one-milestone l
 the shipped code. Printed: accuracy, precision and recall at δ (default 0.75) for both modes, overall
 and split by the kind of milestone (a grounded sentence, which the default pipeline produces, or prose,
 which only an LLM Φ that paraphrases produces), per kind of pair, and the δ that would have agreed best
-with the labels in each mode. Usage: ``python benchmarks/matcher_calibration.py [--threshold 0.75]``.
+with the labels in each mode. Usage: ``admire bench matcher_calibration [--threshold 0.75]``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from admire.milestones.matcher import Matcher, make_encoder
+    from admire.embeddings import make_encoder
+    from admire.milestones.matcher import Matcher
     from admire.milestones.signature import parse_signature, signatures_agree
 
     pairs = load_pairs(args.data)

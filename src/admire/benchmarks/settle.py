@@ -15,7 +15,7 @@ Policies: ``dom`` (the untrained dom policy with its hand-set prior, ``prior_str
 policy that acts on whatever it sees, like the held-out evaluation of issue 13) or ``oracle`` (the
 scripted oracles, which wait for what they expect and so mostly hide the problem).
 
-Usage: ``python benchmarks/settle.py [--policy dom] [--tasks use-autocomplete,click-tab-2,...] [--seeds 10]``;
+Usage: ``admire bench settle [--policy dom] [--tasks use-autocomplete,click-tab-2,...] [--seeds 10]``;
 the default run takes about two minutes on 2 cores.
 """
 

@@ -22,7 +22,7 @@ What it checks, and reports:
 * restarts performed, quarantines, client-side p50/p99 step and reset latency.
 
 Bounded in time: it stops starting episodes after ``--episodes`` or ``--max-seconds``. Exit status 1
-when an invariant fails. ``python benchmarks/server_soak.py [--episodes 500] [--clients 4]``;
+when an invariant fails. ``admire bench server_soak [--episodes 500] [--clients 4]``;
 about 3–5 minutes on 2 cores. ``main(argv)`` is what ``admire bench`` calls.
 """
 
@@ -107,7 +107,7 @@ def hostile_body(kind: str, seq: int, rng: random.Random) -> bytes:
 
 
 def send_hostile(http: Any, env: Any, session: str, seq: int, rng: random.Random, ledger: Ledger) -> None:
-    from admire.server.client import TransportError
+    from admire.envs.remote import TransportError
 
     kind = rng.choice(sorted(HOSTILE_ANSWERS))
     headers = {"Content-Type": "application/json", "X-Admire-Client": env.client_id}
@@ -135,7 +135,7 @@ def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, 
                 ledger: Ledger, hostile_rate: float = 0.0) -> None:
     from admire.envs import make_task
     from admire.envs.base import EnvCrashed, InvalidAction
-    from admire.server.client import KeepAlive, RemoteEnv
+    from admire.envs.remote import KeepAlive, RemoteEnv
 
     rng = random.Random(client)
     env = RemoteEnv(url, max_steps=MAX_STEPS, retries=20, backoff_s=0.1, max_backoff_s=1.0, timeout_s=120)

@@ -10,8 +10,10 @@ Requests go over one keep-alive HTTP/1.1 connection on a bare socket (``KeepAliv
 small JSON request, and a general-purpose HTTP client cost as much CPU per step as the server did.
 ``transport=`` swaps it for any ``Transport`` (tests break chosen requests with one).
 
-Registered as the ``remote`` backend: ``make_env("remote:http://127.0.0.1:8765", max_steps=8)``, or
-``env.src=[remote:http://127.0.0.1:8765]`` in a training config.
+The ``remote`` backend (declared in ``admire.envs.base.ENVS``): ``make_env("remote:http://127.0.0.1:8765",
+max_steps=8)``, or ``env.src=[remote:http://127.0.0.1:8765]`` in a training config. It lives with the
+other backends, not in ``admire.server``: it is what a trainer uses, and needs only the standard library
+and the server's request/response schemas.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any, BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from admire.actions import ActionError, validate_action
-from admire.envs.base import EnvCrashed, InvalidAction, StepResult, register_env
+from admire.envs.base import EnvCrashed, InvalidAction, StepResult
 from admire.server.schemas import CLIENT_HEADER, SessionCreated, StepReply
 from admire.types import Action, Observation, Task
 
@@ -253,7 +255,6 @@ def _read_exactly(reader: BinaryIO, size: int) -> bytes:
 # ------------------------------------------------------------------------------------------- the env
 
 
-@register_env("remote")
 class RemoteEnv:
     """A ``GuiEnv`` whose device lives on an ``admire serve`` server at ``url``.
 

@@ -11,7 +11,7 @@ ends and every step changes the page). Both envs lift the in-page timer, so noth
 * **Concurrency**: 1, 2 and 4 wrapper envs stepping at once, one thread each, for a few seconds each,
   with and without screenshots: total env steps per second.
 
-Usage: ``python benchmarks/env_throughput.py [--steps 60] [--seconds 4] [--envs 1,2,4]``; the default
+Usage: ``admire bench env_throughput [--steps 60] [--seconds 4] [--envs 1,2,4]``; the default
 run takes about a minute on 2 cores. ``main(argv)`` is what ``admire bench`` calls.
 """
 

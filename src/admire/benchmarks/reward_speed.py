@@ -11,7 +11,7 @@ values) is scored three ways, side by side in one run:
 The encoder model is loaded before timing (its load time is printed on its own). Target: warm and next
 under 1 s on 2 cores.
 
-    .venv/bin/python benchmarks/reward_speed.py [--trajectories 256] [--steps 20] [--group-size 8]
+    admire bench reward_speed [--trajectories 256] [--steps 20] [--group-size 8]
 """
 
 from __future__ import annotations

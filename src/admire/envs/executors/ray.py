@@ -13,7 +13,8 @@ Failures keep the meaning they have locally, because the rollout's crash handlin
 Errors of the env travel back as return values rather than as Ray task errors, so that an ordinary
 ``InvalidAction`` costs one round trip and no traceback in Ray's logs.
 
-``ray`` is imported lazily: ``admire`` works without it, and only ``env.executor=ray`` needs it.
+``ray`` is imported lazily: ``admire`` works without it, and only ``env.executor=ray`` needs it. This is
+the ``ray`` entry of :data:`admire.envs.executors.EXECUTORS` (``ray_executor``).
 """
 
 from __future__ import annotations
@@ -154,14 +155,10 @@ class EnvHost:
             return False, _portable(exc)
 
     def restart_env(self) -> tuple[bool, Any]:
-        """Restart the env in place (a new browser, same actor); an env without ``restart`` is rebuilt."""
+        """Restart the env in place (a new browser, same actor); one not built yet is built by the next call."""
         try:
-            restart = getattr(self._env, "restart", None)
-            if callable(restart):
-                restart()
-            elif self._env is not None:
-                env, self._env = self._env, None
-                env.close()
+            if self._env is not None:
+                self._env.restart()
             return True, None
         except Exception as exc:  # noqa: BLE001
             return False, _portable(exc)
@@ -365,3 +362,9 @@ def ray_env_factory(name: str, settings: RaySettings | None = None, **options: A
         return RayEnv(name, options, settings)
 
     return build
+
+
+def ray_executor(spec: str, settings: Mapping[str, Any] | None = None, **options: Any) -> Callable[[], RayEnv]:
+    """The ``ray`` executor: ``settings`` is the ``env.ray`` section (``address``, ``num_cpus_per_env``,
+    ``resources``, ``timeout_s`` …); each call of the factory starts one actor."""
+    return ray_env_factory(spec, RaySettings.from_config(settings), **options)

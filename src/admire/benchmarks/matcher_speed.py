@@ -11,7 +11,7 @@ all-MiniLM-L6-v2 encoder in four ways, side by side in one run:
 * ``batched, same batch again``: everything cached — the cost of the pointer itself.
 
 A comparison is one (step description, milestone) similarity the pointer evaluates.
-Usage: ``python benchmarks/matcher_speed.py [--trajectories 256] [--steps 20] [--description both]``.
+Usage: ``admire bench matcher_speed [--trajectories 256] [--steps 20] [--description both]``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from admire.milestones.matcher import Matcher, MiniLMEncoder
+    from admire.embeddings import MiniLMEncoder
+    from admire.milestones.matcher import Matcher
 
     rng = random.Random(args.seed)
     tasks = [make_task(rng, i) for i in range(args.tasks)]

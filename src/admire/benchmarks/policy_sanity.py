@@ -5,7 +5,7 @@ learn here points at the policy's features and not at rewards, milestones or PPO
 the success rate of the untrained policy (sampled and greedy), then the sampled success rate of each
 update's batch, then greedy and sampled success after training, all measured in this one run.
 
-    .venv/bin/python benchmarks/policy_sanity.py --tasks login-user click-checkboxes --updates 30
+    admire bench policy_sanity --tasks login-user click-checkboxes --updates 30
 
 ``--pretrain-tasks`` first clones oracle demonstrations of *other* tasks (``agent.pretrain``) and shows
 the success rates after that warm start too.

@@ -11,7 +11,7 @@ At 1 and 2 devices, each with one stepping thread, the two kinds step in alterna
 same run, so machine load hits both alike. The table gives the median step time of each and the
 server's overhead, ``remote / local - 1`` (target: <= 15%).
 
-Usage: ``python benchmarks/server_overhead.py [--steps 80] [--devices 1,2] [--screenshots]``; about a
+Usage: ``admire bench server_overhead [--steps 80] [--devices 1,2] [--screenshots]``; about a
 minute on 2 cores. ``main(argv)`` is what ``admire bench`` calls.
 """
 
@@ -132,7 +132,7 @@ def side_by_side(local: Sequence[Clicker], remote: Sequence[Clicker], steps: int
 
 def measure(devices: int, steps: int, screenshots: bool) -> tuple[float, float]:
     from admire.envs.miniwob import MiniWoBEnv
-    from admire.server.client import RemoteEnv
+    from admire.envs.remote import RemoteEnv
 
     opened: list[Clicker] = []
 
