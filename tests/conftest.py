@@ -1,4 +1,5 @@
-"""Shared test set-up: offline model hub, Debian Chromium, a scratch TMPDIR per test session."""
+"""Shared test set-up: offline model hub, Debian Chromium, a scratch TMPDIR per test session, and plug-in
+registries put back after every test."""
 
 from __future__ import annotations
 
@@ -43,3 +44,17 @@ def miniwob_env(miniwob_session_env):
         env.restart()
     env.screenshots, env.screenshot_scale, env.max_steps = False, 1.0, 10
     return env
+
+
+# --------------------------------------------------------------------------------------------------
+# What a test registers (an env backend, a policy, a generator, an estimator, an executor) ends with it
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _registries_restored():
+    """Each plug-in registry as it was before the test (``tests/support/registries.py``)."""
+    from tests.support.registries import registries_restored
+
+    with registries_restored():
+        yield

@@ -1,0 +1,46 @@
+"""Tests leave the plug-in registries as they found them: what one test registers is gone in the next
+(the autouse fixture of ``tests/conftest.py``), and the fixture knows every registry the package has."""
+
+from __future__ import annotations
+
+import re
+
+from admire.agent.base import POLICIES, register_policy
+from admire.envs.base import ENVS, register_env
+from admire.envs.executors import EXECUTORS
+from admire.milestones.generator import GENERATORS, register_generator
+from admire.rl.advantages import ADVANTAGE_ESTIMATORS, register_advantage
+from tests.support.fakes import FormEnv
+from tests.support.paths import REPO
+from tests.support.registries import REGISTRIES, all_registries
+
+NAME = "leaked-by-the-previous-test"
+BUILT_IN = {"env": "miniwob", "estimator": "grpo_step"}
+
+
+def test_1_a_test_registers_replaces_and_removes_entries() -> None:
+    # Run in file order: test_2 checks what this one left behind.
+    register_env(NAME)(FormEnv)
+    register_policy(NAME)(lambda **_options: None)
+    register_generator(NAME)(lambda **_options: None)
+    register_advantage(NAME)(lambda samples, **_options: None)
+    EXECUTORS[NAME] = lambda *args, **kwargs: None
+    ENVS[BUILT_IN["env"]] = FormEnv  # replaced
+    del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
+    assert all(NAME in registry for registry in all_registries())
+
+
+def test_2_the_next_test_sees_none_of_it() -> None:
+    assert not any(NAME in registry for registry in all_registries())
+    assert ENVS.target("miniwob") == "admire.envs.miniwob:MiniWoBEnv"
+    assert "grpo_step" in ADVANTAGE_ESTIMATORS and ADVANTAGE_ESTIMATORS["grpo_step"].__name__ == "grpo_step"
+    assert {POLICIES.kind, GENERATORS.kind} <= {registry.kind for registry in all_registries()}
+
+
+def test_the_fixture_restores_every_registry_the_package_defines() -> None:
+    defined = set()
+    for path in (REPO / "src" / "admire").rglob("*.py"):
+        module = ".".join(path.relative_to(REPO / "src").with_suffix("").parts).removesuffix(".__init__")
+        for attr in re.findall(r"^([A-Z_]+)(?:: Registry\[[^\]]*\])? = Registry\(", path.read_text(), re.M):
+            defined.add(f"{module}:{attr}")
+    assert defined == set(REGISTRIES)

@@ -1,0 +1,251 @@
+"""The trainer's wiring, on fakes: a seeded form env registered as a backend, a tiny trainable policy
+registered as a policy, and a trigram encoder for the matcher — no Chromium, no MiniLM, seconds per run.
+
+Each wiring test names the mutation of the trainer it kills (issue 11, failure 8): the bank updated after
+scoring, λ(e) frozen at epoch 0, the PPO loss sign flipped, advantage groups keyed by task only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from admire.agent.base import POLICIES
+from admire.cli import main
+from admire.config import load_config
+from admire.envs.base import ENVS
+from admire.envs.suites import get_suite
+from admire.judge import LLMJudge
+from admire.rl.advantages import DAPO_CLIP_HIGH
+from admire.rl.trainer import build_judge, build_samples, check_config, train
+from admire.runs import RunDir
+from admire.tracking import read_metrics
+from admire.types import Observation, RewardBreakdown, Step, Task, Termination, Trajectory
+from tests.support.fakes import FormPolicy, SeededFormEnv, TrigramEncoder
+
+TASK = "fake-form/login"
+FAKE = [
+    "env.src=[fake-form]",
+    f"env.suite={TASK}",
+    "env.max_envs=[1]",
+    "env.max_steps=4",
+    "env.train_instances_per_task=3",
+    "actor_rollout_ref.model.name=tiny-form",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.lr=0.1",
+    "trainer.tasks_per_epoch=4",
+    "trainer.eval_episodes=4",
+    "trainer.eval_every=0",
+    "trainer.total_epochs=2",
+    "tracking.tensorboard=false",
+    "tracking.swanlab=null",
+]
+
+
+@pytest.fixture(autouse=True)
+def fake_backend_and_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Register the fakes for one test; monkeypatch takes them out of the registries afterwards."""
+    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(POLICIES, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
+    yield
+
+
+def run_training(tmp_path: Path, *overrides: str, name: str = "run", **inject: Any) -> tuple[dict[str, Any], RunDir]:
+    cfg = load_config(overrides=[*FAKE, *overrides])
+    run = RunDir(tmp_path / name).create()
+    inject.setdefault("encoder", TrigramEncoder())
+    summary = train(cfg, run, console=Console(quiet=True), **inject)
+    return summary, run
+
+
+def trajectories_and_rewards(run: RunDir, epoch: int) -> list[tuple[Trajectory, list[RewardBreakdown]]]:
+    trajectories = run.read_trajectories("train", epoch)
+    rewards = run.read_rewards("train", epoch)
+    assert trajectories is not None and rewards is not None
+    return [(t, rewards[t.id]) for t in trajectories if not t.excluded]
+
+
+# --------------------------------------------------------------------------------------------------
+# Learning, metrics, the new keys
+# --------------------------------------------------------------------------------------------------
+
+def test_training_on_the_fake_env_raises_held_out_success(tmp_path: Path) -> None:
+    """Kills a flipped PPO loss sign at the level of the loop: success must rise, not fall."""
+    summary, run = run_training(tmp_path, "trainer.total_epochs=8")
+    assert summary["before"]["success"] == 0.0  # the untrained greedy policy retypes the name forever
+    assert summary["after"]["success"] == 1.0
+    curve = [record["train/success"] for record in read_metrics(run.metrics)]
+    assert sum(curve[-2:]) / 2 > sum(curve[:2]) / 2 + 0.3
+
+
+def test_the_metrics_and_summary_the_benchmark_reads(tmp_path: Path) -> None:
+    summary, run = run_training(tmp_path, "trainer.eval_every=1", "actor_rollout_ref.actor.target_kl=null")
+    records = read_metrics(run.metrics)
+    assert [r["step"] for r in records] == [0, 1]
+    for name in ("adv/nonzero_frac", "ppo/entropy", "ppo/approx_kl", "ppo/epochs_run", "time/epoch_s",
+                 "time/milestone_s", "milestones/coverage", "train/success", "env_steps_total", "eval/success"):
+        assert all(name in r for r in records), name
+    for record in records:
+        assert 0.0 <= record["adv/nonzero_frac"] <= 1.0 and record["ppo/entropy"] > 0
+        assert 0.0 < record["time/milestone_s"] < record["time/epoch_s"]
+        assert record["ppo/epochs_run"] == 2  # ppo_epochs, no KL target
+    assert records[-1]["env_steps_total"] == summary["env_steps"]
+    saved = json.loads(run.summary.read_text())
+    assert {"before", "after", "env_steps", "wall_s"} <= set(saved)
+    assert "success" in saved["after"] and f"success/{TASK}" in saved["after"]
+
+
+def test_training_instances_come_from_the_recurring_pool(tmp_path: Path) -> None:
+    _, run = run_training(tmp_path, "trainer.total_epochs=3")
+    pool = set(get_suite(TASK).instance_pool(TASK, 3, seed=0))
+    seeds = [t.task.seed for epoch in range(3) for t, _ in trajectories_and_rewards(run, epoch)]
+    assert set(seeds) == pool
+    records = read_metrics(run.metrics)
+    assert records[-1]["milestones/coverage"] == 1.0  # one skeleton for every instance, and it has a list
+
+
+def test_total_env_steps_stops_training_at_the_budget(tmp_path: Path) -> None:
+    summary, run = run_training(tmp_path, "trainer.total_epochs=50", "trainer.total_env_steps=40")
+    records = read_metrics(run.metrics)
+    assert summary["epochs"] == len(records) < 50
+    assert summary["env_steps"] >= 40 and records[-2]["env_steps_total"] < 40
+    assert summary["after"] is not None
+
+
+def test_target_kl_stops_the_ppo_passes(tmp_path: Path) -> None:
+    _, run = run_training(tmp_path, "actor_rollout_ref.actor.ppo_epochs=4", "actor_rollout_ref.actor.target_kl=1e-9")
+    records = read_metrics(run.metrics)
+    assert [r["ppo/epochs_run"] for r in records] == [1, 1]
+    assert all(r["ppo/approx_kl"] > 1e-9 for r in records)
+
+
+def test_the_dom_policy_trains_with_an_injected_encoder(tmp_path: Path) -> None:
+    summary, run = run_training(tmp_path, "actor_rollout_ref.model.name=dom",
+                                "+actor_rollout_ref.model.embedding_dim=64", "trainer.total_epochs=1",
+                                encoder=TrigramEncoder(dim=64))
+    [record] = read_metrics(run.metrics)
+    assert record["train/episodes"] == 16 and record["ppo/samples"] > 0 and record["ppo/entropy"] > 0
+    assert summary["epochs"] == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Mutations of the loop (issue 11, failure 8)
+# --------------------------------------------------------------------------------------------------
+
+def test_the_bank_is_updated_from_a_batch_before_the_batch_is_scored(tmp_path: Path) -> None:
+    """Kills: update_bank called after score_batch. The failures of the epoch of the first success are
+    already scaffolded — they have milestones (K > 0) in that very epoch."""
+    _, run = run_training(tmp_path, "trainer.total_epochs=1")
+    scored = trajectories_and_rewards(run, 0)
+    assert any(t.success for t, _ in scored) and any(not t.success for t, _ in scored)
+    failures = [breakdowns for t, breakdowns in scored if not t.success]
+    assert all(b.num_milestones >= 2 for breakdowns in failures for b in breakdowns)
+    assert any(b.milestone > 0 for breakdowns in failures for b in breakdowns)
+
+
+def test_lambda_decays_with_the_epoch_the_batch_was_collected_in(tmp_path: Path) -> None:
+    """Kills: score_batch given epoch 0 (λ never decays). λ(e) = 0.3·0.5^e in the kept rewards."""
+    _, run = run_training(tmp_path, "trainer.total_epochs=3", "milestone_reward.decay=0.5")
+    for epoch in range(3):
+        weights = {b.milestone_weight for _, breakdowns in trajectories_and_rewards(run, epoch)
+                   for b in breakdowns if b.num_milestones > 0}
+        assert weights and all(w == pytest.approx(0.3 * 0.5**epoch) for w in weights), (epoch, weights)
+
+
+def _trajectory(seed: int, group: int, success: bool, task: str = TASK) -> Trajectory:
+    steps = tuple(Step(index=i, observation=Observation(goal="g", step=i), raw_output=f"step {i}",
+                       format_valid=True, log_prob=-0.7) for i in range(2))
+    return Trajectory(id=f"{task}-{seed}-{group}-{success}", task=Task(name=task, seed=seed), goal="g",
+                      steps=steps, outcome=float(success), group=group,
+                      termination=Termination.SUCCESS if success else Termination.MAX_STEPS)
+
+
+def _scored(trajectories: Sequence[Trajectory]) -> list[list[RewardBreakdown]]:
+    return [[RewardBreakdown(outcome=t.outcome, total=t.outcome) for _ in t.steps] for t in trajectories]
+
+
+def test_advantage_groups_are_task_instance_and_group() -> None:
+    """Kills: groups keyed by task only (or by task and seed). Every group below ties (all succeed or all
+    fail), so no step has an advantage; merging any two of them would give ±1."""
+    batch = [_trajectory(1, 0, True), _trajectory(1, 0, True),    # instance 1, all succeed
+             _trajectory(2, 1, False), _trajectory(2, 1, False),  # instance 2, all fail
+             _trajectory(1, 2, False), _trajectory(1, 2, False)]  # instance 1 drawn again: another group
+    result = build_samples(batch, _scored(batch), "grpo_step")
+    assert result.groups == 3 and len(result.samples) == 12
+    assert all(s.advantage == 0.0 for s in result.samples) and result.nonzero_frac == 0.0
+    mixed = [_trajectory(1, 0, True), _trajectory(1, 0, False)]
+    assert build_samples(mixed, _scored(mixed), "grpo_step").nonzero_frac == 1.0
+
+
+def test_dapo_hints_drop_tie_groups_widen_clip_high_and_aggregate_by_token() -> None:
+    batch = [_trajectory(1, 0, True), _trajectory(1, 0, False), _trajectory(2, 1, False), _trajectory(2, 1, False)]
+    dapo = build_samples(batch, _scored(batch), "dapo_step")
+    assert dapo.groups_dropped == 1 and len(dapo.samples) == 4 and dapo.loss_agg == "token_mean"
+    assert {(s.clip_low, s.clip_high) for s in dapo.samples} == {(None, DAPO_CLIP_HIGH)}
+    assert dapo.nonzero_frac == 0.5  # the dropped group's 4 steps count as unused
+    grpo = build_samples(batch, _scored(batch), "grpo_step")
+    assert grpo.loss_agg == "seq_mean" and {(s.clip_low, s.clip_high) for s in grpo.samples} == {(None, None)}
+
+
+def test_the_std_options_reach_the_estimator() -> None:
+    batch = [_trajectory(1, 0, True), _trajectory(1, 0, False)]
+    normalised = build_samples(batch, _scored(batch), "grpo_step", norm_by_std=True, std_floor=0.0)
+    centred = build_samples(batch, _scored(batch), "grpo_step", norm_by_std=False, std_floor=0.0)
+    assert {round(s.advantage, 4) for s in normalised.samples} == {1.0, -1.0}
+    assert {s.advantage for s in centred.samples} == {0.5, -0.5}
+
+
+# --------------------------------------------------------------------------------------------------
+# The judge baseline
+# --------------------------------------------------------------------------------------------------
+
+class HalfJudge:
+    """Scores every step 0.5 and counts its calls like the LLM judge."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.failures = 0
+
+    def score(self, trajectory: Trajectory) -> list[float]:
+        self.calls += 1
+        return [0.5] * len(trajectory.steps)
+
+
+def test_judge_mode_scores_every_step_with_the_judge(tmp_path: Path) -> None:
+    judge = HalfJudge()
+    _, run = run_training(tmp_path, "reward.mode=judge", "trainer.total_epochs=1", judge=judge)
+    scored = trajectories_and_rewards(run, 0)
+    assert judge.calls == len(scored)
+    assert all(b.judge == 0.5 and b.milestone_weight == pytest.approx(0.3) for _, bs in scored for b in bs)
+    [record] = read_metrics(run.metrics)
+    assert record["judge/calls"] == len(scored) and record["judge/failures"] == 0
+
+
+def test_judge_mode_without_an_endpoint_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = load_config(overrides=[*FAKE, "reward.mode=judge"])
+    with pytest.raises(ValueError, match=r"reward.mode=judge needs an OpenAI-compatible endpoint.*judge.base_url"):
+        check_config(cfg)
+    assert main(["train", "--quiet", "reward.mode=judge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "reward.judge.base_url" in err
+
+
+def test_the_judge_is_built_from_the_reward_judge_section() -> None:
+    cfg = load_config(overrides=[*FAKE, "reward.mode=judge", "reward.judge.base_url=http://127.0.0.1:9/v1",
+                                 "reward.judge.model=judge-model", "reward.judge.max_steps_per_call=3"])
+    check_config(cfg)
+    judge = build_judge(cfg)
+    assert isinstance(judge, LLMJudge) and judge.max_steps_per_call == 3
+    assert judge.client.model == "judge-model" and "127.0.0.1:9" in judge.client.url
+
+
+def test_bad_values_of_the_new_keys_are_refused() -> None:
+    for override in ("env.train_instances_per_task=0", "trainer.total_env_steps=-5",
+                     "actor_rollout_ref.actor.target_kl=0", "actor_rollout_ref.actor.entropy_coef=-1"):
+        with pytest.raises(ValueError):
+            check_config(load_config(overrides=[*FAKE, override]))

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (fakes, servers, stubs, probe tables); no tests are collected here."""

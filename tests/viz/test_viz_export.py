@@ -1,0 +1,137 @@
+"""The one-file export: self-contained (no URL leaves the file), anchors between pages, a cap on trajectories."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from admire.cli import main
+from admire.viz.data import RunData
+from admire.viz.export import default_selection, export_html
+from tests.support.probe_harness import snapshot
+from tests.support.viz_helpers import EVIL, make_run
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "runs")
+
+
+def test_export_is_one_self_contained_file(run):
+    html = export_html(RunData(run.path))
+    urls = re.findall(r'\s(?:src|href|action)="([^"]*)"', html)
+    assert urls and all(u.startswith(("#", "data:image/png;base64,")) for u in urls), \
+        sorted({u[:40] for u in urls if not u.startswith(("#", "data:"))})
+    assert "url(" not in html.replace("url(#arrowhead)", "") and "@import" not in html
+    assert html.count('<section class="page"') == 2 + len(default_selection(RunData(run.path))) + 1 + 2
+
+
+def test_export_pages_link_by_anchor(run):
+    data = RunData(run.path)
+    html = export_html(data)
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    anchors = set(re.findall(r'href="#([^"]+)"', html))
+    assert anchors <= ids, anchors - ids
+    assert "t-train-0002-0" in ids and "train-0002-0-s1" in ids
+    assert "m-" + b"miniwob/login-user".hex() in ids
+
+
+def test_default_selection_is_the_last_epoch_then_evaluations_capped(run):
+    data = RunData(run.path)
+    assert [r.address for r in default_selection(data)] == ["train-0002-0", "train-0002-1", "train-0002-2",
+                                                            "eval-0000-0", "eval-0003-0"]
+    assert [r.address for r in default_selection(data, 4)] == ["train-0002-0", "train-0002-1", "train-0002-2",
+                                                               "eval-0003-0"]
+    html = export_html(data, max_trajectories=1)
+    assert html.count('<section class="page" id="t-') == 1 and "holds 1 of 11 trajectories" in html
+    with pytest.raises(ValueError):
+        default_selection(data, -1)
+
+
+def test_export_embeds_each_screenshot_as_png_data(run):
+    html = export_html(RunData(run.path))
+    ref = run.read_trajectories("train", 2)[0].steps[0].observation.screenshot.ref
+    match = re.search(rf'<img src="(data:image/png;base64,[^"]+)"[^>]*data-ref="{ref}"', html)
+    assert match is not None
+    import base64
+
+    assert base64.b64decode(match[1].split(",", 1)[1]) == run.screenshot_path(ref).read_bytes()
+
+
+def test_export_escapes_untrusted_text(run):
+    html = export_html(RunData(run.path))
+    assert EVIL not in html and "<script>window.pwned" not in html
+
+
+def test_admire_viz_export_command(run, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    assert main(["viz", str(run.path), "--export", str(out), "--no-score", "--max-trajectories", "2"]) == 0
+    assert out.read_text(encoding="utf-8").count('<section class="page" id="t-') == 2
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_admire_viz_refuses_a_missing_run_and_bad_options(tmp_path, run, capsys):
+    assert main(["viz", str(tmp_path / "nope"), "--no-score"]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+    assert main(["viz", str(run.path), "--no-score", "--export", str(tmp_path / "x.html"),
+                 "--max-trajectories", "-1"]) == 2
+    assert not (tmp_path / "x.html").exists()
+    assert main(["viz", str(run.path), "--no-score", "--port", "70000"]) == 2
+
+
+# -- issue 13: the export writes one new file or replaces a previous export, nothing else ----------------
+
+
+def test_an_export_replaces_a_previous_export(run, tmp_path, capsys):
+    out = tmp_path / "report.html"
+    argv = ["viz", str(run.path), "--export", str(out), "--no-score", "--max-trajectories", "1"]
+    assert main(argv) == 0
+    first = out.read_text(encoding="utf-8")
+    assert main([*argv[:-1], "2"]) == 0
+    assert out.read_text(encoding="utf-8") != first and out.read_text(encoding="utf-8").count('id="t-') == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "runs"]  # no temporary file left
+
+
+def test_an_export_creates_missing_folders(run, tmp_path, capsys):
+    out = tmp_path / "reports" / "june" / "report.html"
+    assert main(["viz", str(run.path), "--export", str(out), "--no-score", "--max-trajectories", "1"]) == 0
+    assert out.is_file()
+
+
+@pytest.mark.parametrize("kind", ["directory", "empty directory", "other file", "under a file"])
+def test_an_export_target_that_is_not_ours_is_refused_before_scoring(run, tmp_path, capsys, monkeypatch, kind):
+    """Refused before anything runs: not even the reward files of an unscored run are written."""
+    import admire.commands.viz as viz_command
+
+    monkeypatch.setattr(viz_command, "score_run", lambda data: pytest.fail("scored before checking --export"))
+    target = tmp_path / "target"
+    if kind == "directory":
+        target.mkdir()
+        (target / "index.html").write_text("someone's site")
+    elif kind == "empty directory":
+        target.mkdir()
+    elif kind == "other file":
+        target.write_text("<!doctype html><title>my page</title>")
+    else:
+        target.write_text("a file")
+        target = target / "report.html"
+    before = snapshot(tmp_path)
+    assert main(["viz", str(run.path), "--export", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("admire viz: error: ") and "Traceback" not in err
+    assert snapshot(tmp_path) == before
+
+
+def test_a_write_that_fails_late_leaves_nothing(run, tmp_path, capsys, monkeypatch):
+    import admire.fileio as fileio
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fileio.os, "fsync", full_disk)
+    out = tmp_path / "new" / "report.html"
+    assert main(["viz", str(run.path), "--export", str(out), "--no-score"]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on device" in err and err.count("\n") == 1
+    assert not (tmp_path / "new").exists()  # the folder made for it is removed again
