@@ -299,6 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = args.backend.partition(":")[0]
     task_name = args.task or (DEFAULT_TASK if backend in ("miniwob", "remote") else None)
     try:
+        if ":" not in args.backend or "." not in backend:  # a registered name: unknown ones say which exist
+            from admire.envs.base import ENVS
+
+            ENVS.lookup(backend)
         if task_name is None:
             raise ValueError(f"--task is needed for the backend {args.backend!r}, e.g. --task {backend}/<task>")
         from admire.envs.base import make_task
