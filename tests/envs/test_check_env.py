@@ -80,7 +80,9 @@ def test_the_command_exits_0_on_a_conforming_backend_1_on_a_broken_one_and_2_on_
 
     assert main(["no-such-backend", "--task", "x/y"]) == 2
     assert "unknown environment backend 'no-such-backend'" in capsys.readouterr().err
-    assert main(["no-such-backend"]) == 2
+    assert main(["no-such-backend"]) == 2  # an unknown name is named before the missing task
+    assert "unknown environment backend 'no-such-backend'" in capsys.readouterr().err
+    assert main(["tests.support.fakes:FormEnv"]) == 2
     assert "--task is needed" in capsys.readouterr().err
     assert main(["miniwob", "--executor", "k8s"]) == 2
     assert "env.executor must be 'local' or 'ray', got 'k8s'" in capsys.readouterr().err
