@@ -85,18 +85,10 @@ def _is_task_name(name: str) -> bool:
 
 
 def _backends(value: Sequence[str]) -> Sequence[str]:
-    from admire.envs.base import ENVS
-
     if not value:
         raise ValueError("needs at least one environment backend")
     for spec in value:
-        backend = spec.partition(":")[0]
-        try:
-            ENVS.lookup(backend)
-        except ValueError:
-            known = ENVS.names()
-            raise ValueError(f"unknown environment backend {backend!r}{_did_you_mean(backend, known)}; "
-                             f"registered: {', '.join(known)}") from None
+        _check_registered("env", spec.partition(":")[0])
     return value
 
 
@@ -122,19 +114,28 @@ def _registered(kind: str) -> AfterValidator:
     """A name that must be in one of the registries (looked up, never built)."""
 
     def check(value: str) -> str:
-        registry = _registry(kind)
-        try:
-            registry.lookup(value)
-        except ValueError:
-            known = registry.names()
-            raise ValueError(f"unknown {registry.kind} {value!r}{_did_you_mean(value, known)}; "
-                             f"registered: {', '.join(known) or 'none'}") from None
+        _check_registered(kind, value)
         return value
 
     return AfterValidator(check)
 
 
+def _check_registered(kind: str, name: str) -> None:
+    """``name`` is in the registry of ``kind``; otherwise one line with a close match and the known names."""
+    registry = _registry(kind)
+    try:
+        registry.lookup(name)
+    except ValueError:
+        known = registry.names()
+        raise ValueError(f"unknown {registry.kind} {name!r}{_did_you_mean(name, known)}; "
+                         f"registered: {', '.join(known) or 'none'}") from None
+
+
 def _registry(kind: str) -> Any:
+    if kind == "env":
+        from admire.envs.base import ENVS
+
+        return ENVS
     if kind == "policy":
         from admire.agent.base import POLICIES
 
