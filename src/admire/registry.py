@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TypeVar
 
+from admire.errors import brief
+
 T = TypeVar("T")
 F = TypeVar("F")
 
@@ -183,9 +185,8 @@ class Registry(MutableMapping[str, T]):
             for part in attr.split("."):
                 obj = getattr(obj, part)
         except Exception as exc:  # noqa: BLE001 - any failure of a plug-in's import is reported as one line
-            detail = (str(exc).strip().splitlines() or [""])[0]
             raise PluginError(f"{self.kind} {name!r} ({declared.origin}, {declared.target}) cannot be loaded: "
-                              f"{type(exc).__name__}: {detail}") from None
+                              f"{brief(exc)}") from None
         return obj  # type: ignore[return-value]
 
     def _load_plugins(self) -> None:
