@@ -211,6 +211,28 @@ def test_no_samples_is_no_update() -> None:
     assert torch.equal(policy.z.detach(), torch.zeros(4))
 
 
+def test_a_batch_with_no_signal_leaves_an_adam_policy_where_it_was() -> None:
+    # Adam keeps moving parameters on a zero gradient (its running first moment); a batch of tied
+    # groups (every advantage 0) must not move the policy. This collapsed a demo run's entropy.
+    policy = Bandit()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
+    config = PPOConfig(epochs=1, minibatch_size=8, max_grad_norm=0.0)
+    ppo_update(policy, optimizer, [sample(policy, 0, +1.0), sample(policy, 1, -1.0)], config, random.Random(0))
+    moved = policy.z.detach().clone()
+    stats = ppo_update(policy, optimizer, [sample(policy, a, 0.0) for a in (0, 1, 2, 3)], config,
+                       random.Random(0))
+    assert torch.equal(policy.z.detach(), moved)
+    assert stats["steps_skipped"] == 1 and stats["minibatches"] == 1
+
+
+def test_a_batch_with_signal_still_steps_adam() -> None:
+    policy = Bandit()
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.1)
+    stats = ppo_update(policy, optimizer, [sample(policy, 0, +1.0), sample(policy, 1, 0.0)],
+                       PPOConfig(epochs=1, minibatch_size=8), random.Random(0))
+    assert stats["steps_skipped"] == 0 and policy.probs()[0] > 0.25
+
+
 @pytest.mark.parametrize("options", [{"epochs": 0}, {"target_kl": 0.0}, {"entropy_coef": -1.0},
                                      {"loss_agg": "sum"}, {"minibatch_size": 0}])
 def test_bad_settings_are_refused(options: dict[str, object]) -> None:

@@ -544,6 +544,7 @@ def epoch_metrics(
         "ppo/entropy": update["entropy"],
         "ppo/grad_norm": update["grad_norm"],
         "ppo/epochs_run": update["epochs_run"],
+        "ppo/steps_skipped": update["steps_skipped"],
         "ppo/samples": len(batch.samples),
         "adv/groups_dropped": batch.groups_dropped,
         "adv/nonzero_frac": batch.nonzero_frac,
