@@ -75,6 +75,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "algorithm.norm_adv_by_std_in_grpo": True,
     "algorithm.std_floor": 0.0,
     "actor_rollout_ref.actor.target_kl": None,
+    "actor_rollout_ref.actor.max_kl": None,
     "actor_rollout_ref.actor.entropy_coef": 0.0,
     "env.train_instances_per_task": None,
     "trainer.total_env_steps": None,

@@ -248,6 +248,7 @@ class ActorSection(_Section):
     max_grad_norm: Positive
     entropy_coef: NonNeg = 0.0
     target_kl: Positive | None = None
+    max_kl: Positive | None = None
 
 
 class ActorRolloutRefSection(_Section):

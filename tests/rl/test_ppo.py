@@ -233,7 +233,30 @@ def test_a_batch_with_signal_still_steps_adam() -> None:
     assert stats["steps_skipped"] == 0 and policy.probs()[0] > 0.25
 
 
-@pytest.mark.parametrize("options", [{"epochs": 0}, {"target_kl": 0.0}, {"entropy_coef": -1.0},
+def test_max_kl_shrinks_a_step_that_goes_too_far_and_keeps_its_direction() -> None:
+    def update(max_kl: float | None) -> tuple[Bandit, dict[str, float]]:
+        policy = Bandit()
+        samples = [sample(policy, 0, +1.0), sample(policy, 1, -1.0)] * 4
+        stats = ppo_update(policy, torch.optim.Adam(policy.parameters(), lr=3.0), samples,
+                           PPOConfig(epochs=4, minibatch_size=2, max_kl=max_kl), random.Random(0))
+        return policy, stats
+
+    _, free_stats = update(None)
+    guarded, stats = update(0.05)
+    assert free_stats["approx_kl"] > 0.05 and free_stats["backtracks"] == 0
+    assert 0 < stats["approx_kl"] <= 0.05 and stats["backtracks"] >= 1
+    assert stats["epochs_run"] == 1 and stats["minibatches"] == 1  # the update ends at the shrunk step
+    assert guarded.probs()[0] > 0.25 > guarded.probs()[1]
+
+
+def test_max_kl_undoes_a_step_no_fraction_of_which_fits() -> None:
+    policy = Bandit()
+    stats = ppo_update(policy, torch.optim.Adam(policy.parameters(), lr=3.0), [sample(policy, 0, +1.0)],
+                       PPOConfig(epochs=1, minibatch_size=1, max_kl=1e-12), random.Random(0))
+    assert torch.equal(policy.z.detach(), torch.zeros(4)) and stats["approx_kl"] == 0.0
+
+
+@pytest.mark.parametrize("options", [{"epochs": 0}, {"target_kl": 0.0}, {"max_kl": -1.0}, {"entropy_coef": -1.0},
                                      {"loss_agg": "sum"}, {"minibatch_size": 0}])
 def test_bad_settings_are_refused(options: dict[str, object]) -> None:
     with pytest.raises(ValueError):

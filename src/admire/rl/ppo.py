@@ -50,6 +50,7 @@ class PPOConfig:
     """The update's knobs (``actor_rollout_ref.actor.*``).
 
     ``target_kl`` None turns the early stop off (the paper's reading: a fixed number of passes).
+    ``max_kl`` None turns the per-step trust region off (see ``ppo_update``).
     ``loss_agg`` is set by the trainer from the advantage estimator's hint (``dapo_step``: token_mean).
     """
 
@@ -61,6 +62,7 @@ class PPOConfig:
     max_grad_norm: float = 1.0
     entropy_coef: float = 0.0
     target_kl: float | None = None
+    max_kl: float | None = None
     loss_agg: LossAggregation = "seq_mean"
 
     def __post_init__(self) -> None:
@@ -72,6 +74,8 @@ class PPOConfig:
                 raise ValueError(f"actor.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"actor.target_kl must be > 0 or null (off), got {self.target_kl!r}")
+        if self.max_kl is not None and not self.max_kl > 0:
+            raise ValueError(f"actor.max_kl must be > 0 or null (off), got {self.max_kl!r}")
         if self.loss_agg not in LOSS_AGGREGATIONS:
             raise ValueError(f"loss aggregation must be one of {', '.join(LOSS_AGGREGATIONS)}, got {self.loss_agg!r}")
 
@@ -97,6 +101,12 @@ def ppo_update(
     (as in CleanRL); the clip bounds how far a single pass can go. A pass stays the unit, so
     ``ppo_epochs`` keeps its meaning and ``epochs_run`` is a count of passes.
 
+    ``max_kl`` is a trust region per optimizer step, for what ``target_kl`` cannot stop: the first
+    pass. After each step the whole batch's KL is measured; past ``max_kl`` the step is shrunk along
+    its direction (``_backtrack``) until it is within, and the update ends there. Adam's first steps
+    move every weight by about ``lr`` whatever the gradient's size, and from a warm start one pass
+    moved the policy to an approx KL of 0.5–1.4 (results.md, click-checkboxes-large).
+
     Why a minibatch whose gradient is exactly zero takes no optimizer step (``steps_skipped``): a
     GRPO group whose outcomes and milestone scores tie has all-zero advantages, and Adam given a zero
     gradient still moves the parameters by its running first moment. Measured on the demo (seed 2,
@@ -106,7 +116,7 @@ def ppo_update(
     """
     if not samples:
         return {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "ref_kl": 0.0, "entropy": 0.0,
-                "grad_norm": 0.0, "minibatches": 0, "epochs_run": 0, "steps_skipped": 0}
+                "grad_norm": 0.0, "minibatches": 0, "epochs_run": 0, "steps_skipped": 0, "backtracks": 0}
     if config.entropy_coef > 0 and not hasattr(policy, "log_prob_and_entropy"):
         raise ValueError(f"actor.entropy_coef > 0 needs a policy with log_prob_and_entropy(); "
                          f"{type(policy).__name__} has only log_prob()")
@@ -123,12 +133,15 @@ def ppo_update(
             ref_log_probs = reference.log_prob(decisions)
 
     totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
-    minibatches = epochs_run = skipped = 0
+    minibatches = epochs_run = skipped = backtracks = 0
+    stop = False
     approx_kl = 0.0
     order = list(range(len(samples)))
     for _ in range(config.epochs):
         rng.shuffle(order)
         for start in range(0, len(order), config.minibatch_size):
+            if stop:
+                break
             batch = torch.tensor(order[start : start + config.minibatch_size])
             new, entropy = _score(policy, [decisions[i] for i in batch.tolist()])
             w = weights[batch] / weights[batch].sum()  # the aggregation, within the minibatch
@@ -147,10 +160,16 @@ def ppo_update(
             loss.backward()
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-            if float(grad_norm) > 0:
+            if not float(grad_norm) > 0:
+                skipped += 1
+            elif config.max_kl is None:
                 optimizer.step()
             else:
-                skipped += 1
+                before = [p.detach().clone() for p in params]
+                optimizer.step()
+                if measure_approx_kl(policy, decisions, old) > config.max_kl:
+                    backtracks += _backtrack(policy, params, before, decisions, old, config.max_kl)
+                    stop = True
             with torch.no_grad():
                 outside = (ratio < 1.0 - low[batch]) | (ratio > 1.0 + high[batch])
                 totals["loss"] += float(loss)
@@ -161,10 +180,29 @@ def ppo_update(
             minibatches += 1
         epochs_run += 1
         approx_kl = measure_approx_kl(policy, decisions, old)
-        if config.target_kl is not None and approx_kl > config.target_kl:
+        if stop or (config.target_kl is not None and approx_kl > config.target_kl):
             break
     return {**{k: v / minibatches for k, v in totals.items()}, "approx_kl": approx_kl,
-            "minibatches": minibatches, "epochs_run": epochs_run, "steps_skipped": skipped}
+            "minibatches": minibatches, "epochs_run": epochs_run, "steps_skipped": skipped,
+            "backtracks": backtracks}
+
+
+def _backtrack(policy: Policy, params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
+               decisions: Sequence[Decision], old: torch.Tensor, max_kl: float, halvings: int = 6) -> int:
+    """Shrink the step just taken (θ_before + s·Δ, s = 1/2, 1/4, …) until the batch KL is within
+    ``max_kl``; if no fraction is, undo the step. Returns the halvings tried. The step's direction is
+    kept (a line search, as TRPO's), so a too-large step still teaches what it can."""
+    step = [p.detach() - b for p, b in zip(params, before, strict=True)]
+    with torch.no_grad():
+        for tried in range(1, halvings + 1):
+            scale = 0.5**tried
+            for p, b, d in zip(params, before, step, strict=True):
+                p.copy_(b + scale * d)
+            if measure_approx_kl(policy, decisions, old) <= max_kl:
+                return tried
+        for p, b in zip(params, before, strict=True):
+            p.copy_(b)
+    return halvings
 
 
 def aggregation_weights(samples: Sequence[Sample], loss_agg: LossAggregation) -> torch.Tensor:

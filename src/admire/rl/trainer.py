@@ -258,9 +258,10 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
 
 
 def ppo_config(cfg: DictConfig) -> PPOConfig:
-    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``entropy_coef`` optional)."""
+    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``max_kl``, ``entropy_coef`` optional)."""
     actor = cfg.actor_rollout_ref.actor
     target_kl = _legacy(cfg, "actor_rollout_ref.actor.target_kl")
+    max_kl = _legacy(cfg, "actor_rollout_ref.actor.max_kl")
     return PPOConfig(
         epochs=int(actor.ppo_epochs),
         minibatch_size=int(actor.ppo_mini_batch_size),
@@ -270,6 +271,7 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         max_grad_norm=float(actor.max_grad_norm),
         entropy_coef=float(_legacy(cfg, "actor_rollout_ref.actor.entropy_coef")),
         target_kl=None if target_kl is None else float(target_kl),
+        max_kl=None if max_kl is None else float(max_kl),
     )
 
 
@@ -545,6 +547,7 @@ def epoch_metrics(
         "ppo/grad_norm": update["grad_norm"],
         "ppo/epochs_run": update["epochs_run"],
         "ppo/steps_skipped": update["steps_skipped"],
+        "ppo/backtracks": update["backtracks"],
         "ppo/samples": len(batch.samples),
         "adv/groups_dropped": batch.groups_dropped,
         "adv/nonzero_frac": batch.nonzero_frac,
