@@ -254,13 +254,49 @@ def test_grpo_traj_and_dapo_step_honour_the_floor_and_dapo_keeps_its_hints():
     assert not dapo_step([sample(0.2), sample(0.2)], std_floor=0.1).keep  # exact ties are still dropped
 
 
+def test_a_failed_group_centred_on_its_mean_pushes_down_every_step_that_hit_nothing():
+    # The paper's reading: in a group with no success, the Submit pressed too early (0) is pushed down.
+    group = [sample(0.3, 0.0, 0.0), sample(0.0, 0.0)]  # hit, wander, early submit | two steps with no hit
+    result = grpo_step(group)
+    assert all(a < 0 for a in result.advantages[0][1:]) and all(a < 0 for a in result.advantages[1])
+
+
+def test_a_zero_baseline_in_a_failed_group_pushes_up_the_hits_and_leaves_the_rest_at_zero():
+    group = [sample(0.3, 0.0, 0.0), sample(0.0, 0.0)]
+    result = grpo_step(group, failed_baseline="zero", std_floor=0.1)
+    scale = max(np.std([0.3, 0, 0, 0, 0]), 0.1) + EPS
+    assert result.advantages == (pytest.approx((0.3 / scale, 0.0, 0.0)), (0.0, 0.0))
+    # a format penalty in a failed group is still pushed down
+    assert grpo_step([sample(-0.5, 0.0), sample(0.0)], failed_baseline="zero").advantages[0][0] < 0
+
+
+def test_a_zero_baseline_leaves_groups_with_a_success_and_ties_as_in_the_paper():
+    mixed = [sample(1.3, 1.0, outcome=1.0), sample(0.3, 0.0)]
+    assert grpo_step(mixed, failed_baseline="zero").advantages == grpo_step(mixed).advantages
+    assert grpo_traj(mixed, failed_baseline="zero").advantages == grpo_traj(mixed).advantages
+    tie = [sample(0.0, 0.0), sample(0.0)]
+    assert grpo_step(tie, failed_baseline="zero").advantages == ((0.0, 0.0), (0.0,))
+    # an env error's outcome does not count: the kept trajectories all failed
+    failed = [sample(0.3, 0.0), GroupSample(rewards=(), outcome=1.0, excluded=True)]
+    assert grpo_step(failed, failed_baseline="zero").advantages[0][1] == 0.0
+
+
+def test_grpo_traj_and_dapo_step_take_the_failed_baseline_too():
+    group = [sample(0.3, 0.0), sample(0.0, 0.0)]
+    assert grpo_traj(group, failed_baseline="zero").advantages[1] == (0.0, 0.0)
+    assert dapo_step(group, failed_baseline="zero").advantages == grpo_step(group, failed_baseline="zero").advantages
+    with pytest.raises(ValueError, match=r"\(algorithm.failed_group_baseline\) must be one of mean, zero"):
+        compute_advantages("grpo_step", group, failed_baseline="min")
+
+
 def test_rloo_step_accepts_the_options_and_is_unchanged_by_them():
     group = [sample(1.0, 3.0), sample(2.0), sample(0.0, 6.0)]
     assert rloo_step(group, norm_by_std=False, std_floor=0.5).advantages == rloo_step(group).advantages
 
 
 def test_compute_advantages_checks_options_and_passes_only_what_an_estimator_declares():
-    with pytest.raises(ValueError, match=r"unknown advantage option\(s\) std_flor; known: norm_by_std, std_floor"):
+    with pytest.raises(ValueError,
+                       match=r"unknown advantage option\(s\) std_flor; known: norm_by_std, std_floor, failed_baseline"):
         compute_advantages("grpo_step", [sample(1.0)], std_flor=0.1)
     with pytest.raises(ValueError, match=r"std_floor \(algorithm.std_floor\) must be a finite number >= 0"):
         compute_advantages("grpo_step", [sample(1.0)], std_floor=-0.1)

@@ -16,6 +16,19 @@ Normalisation options (keyword options of every built-in estimator, passed by ``
 * ``norm_by_std`` (``algorithm.norm_adv_by_std_in_grpo``, verl's key; default True, the paper's Eq. 13):
   A = (R − mean)/(max(std, std_floor) + ε). False: A = R − mean (Dr. GRPO-style centring only).
 * ``std_floor`` (``algorithm.std_floor``; 0.0 is the paper): the smallest spread a group is divided by.
+* ``failed_baseline`` (``algorithm.failed_group_baseline``; ``"mean"`` is the paper): the baseline of a
+  group in which no trajectory succeeded. ``"zero"``: A = R/scale there, so a failed group's milestone
+  hits are pushed up and its other steps are left alone rather than pushed down.
+
+Why a zero baseline for failed groups (measured, docs/results.md): in a group where every trajectory
+failed, the scaffold pays the steps that hit a milestone and nothing else; centring on the mean turns
+every other step negative, including the action that ended the episode (a Submit pressed before the
+boxes were ticked). Nothing in a failed group says those actions were wrong — the outcome-only reward
+gives them 0 — but a policy shared across tasks learns from hundreds of them that pressing a button is
+bad. On miniwob-demo seed 2 ADMIRE's policy stopped pressing any button on every task between epochs
+16 and 19 (login-user, enter-password: 80/80 episodes with a button press under outcome-only in epochs
+20-59, 0/80 under ADMIRE) and stayed at 17% training success. The hits still carry the signal; what is
+dropped is the push-down that had no evidence behind it.
 
 Why a floor (issue 11, failure 4): dividing by the group's own std makes the advantages of a group
 scale-free. In a group whose outcomes tie (all fail), the only differences are λ(e)·R_mil, and the
@@ -51,7 +64,8 @@ CLIP_LOW = 0.2
 DAPO_CLIP_HIGH = 0.28
 SHIPPED_STD_FLOOR = 0.1
 """The ``algorithm.std_floor`` this project ships (the module docstring says why); 0.0 is the paper."""
-OPTIONS: tuple[str, ...] = ("norm_by_std", "std_floor")
+FAILED_BASELINES: tuple[str, ...] = ("mean", "zero")
+OPTIONS: tuple[str, ...] = ("norm_by_std", "std_floor", "failed_baseline")
 """The keyword options ``compute_advantages`` knows and checks."""
 
 LossAggregation = Literal["seq_mean", "token_mean"]
@@ -138,7 +152,8 @@ def get_advantage(name: str) -> AdvantageEstimator:
 def compute_advantages(name: str, samples: Sequence[GroupSample], **options: Any) -> AdvantageResult:
     """Look up an estimator and run it on one group with the options it declares.
 
-    ``options`` are ``norm_by_std`` (bool) and ``std_floor`` (float ≥ 0); an unknown option or a bad
+    ``options`` are ``norm_by_std`` (bool), ``std_floor`` (float ≥ 0) and ``failed_baseline`` ("mean" |
+    "zero"); an unknown option or a bad
     value is an error here, so a typo in the config cannot be dropped silently. An estimator that does
     not declare an option does not get it (a custom ``estimator(samples)`` keeps working).
     """
@@ -154,6 +169,9 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     if "norm_by_std" in options and not isinstance(options["norm_by_std"], bool):
         raise ValueError(f"norm_by_std (algorithm.norm_adv_by_std_in_grpo) must be true or false, "
                          f"got {options['norm_by_std']!r}")
+    if "failed_baseline" in options and options["failed_baseline"] not in FAILED_BASELINES:
+        raise ValueError(f"failed_baseline (algorithm.failed_group_baseline) must be one of "
+                         f"{', '.join(FAILED_BASELINES)}, got {options['failed_baseline']!r}")
     if "std_floor" in options:
         floor = options["std_floor"]
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not math.isfinite(floor) or floor < 0:
@@ -177,34 +195,39 @@ def _declared(estimator: AdvantageEstimator, options: dict[str, Any]) -> dict[st
 # Estimators
 # --------------------------------------------------------------------------------------------------
 
-def grpo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
+def grpo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0,
+              failed_baseline: str = "mean") -> AdvantageResult:
     """Paper Eq. 13: normalise R_total(t) against every step of every trajectory in the group.
 
     Pooling steps (rather than trajectory returns) is what lets a dense milestone reward separate good
-    and bad steps *within* a trajectory as well as across it. ``norm_by_std``/``std_floor``: see the
-    module docstring.
+    and bad steps *within* a trajectory as well as across it. ``norm_by_std``/``std_floor``/
+    ``failed_baseline``: see the module docstring.
     """
     pooled = _pooled(samples)
     if pooled.size == 0:
         return _empty(samples)
-    return AdvantageResult(_broadcast(samples, lambda r: _normalised(r, pooled, norm_by_std, std_floor)),
+    zero = _zero_baseline(samples, failed_baseline)
+    return AdvantageResult(_broadcast(samples, lambda r: _normalised(r, pooled, norm_by_std, std_floor, zero)),
                            info=_stats(pooled, norm_by_std, std_floor))
 
 
-def grpo_traj(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
+def grpo_traj(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0,
+              failed_baseline: str = "mean") -> AdvantageResult:
     """Classic GRPO (the outcome baseline): one return per trajectory, broadcast to its steps.
 
     The return is the mean of the trajectory's step rewards. Under ``reward.mode=outcome`` that is
     O(τ) + η·(mean format penalty), i.e. exactly the outcome when every output parsed, while a trajectory
     of unparseable outputs still ranks below a parseable one with the same outcome. A trajectory with no
     steps has no return on the reward scale and no step to train, so like in ``grpo_step`` it takes no
-    part in the baseline. ``norm_by_std``/``std_floor`` apply to the spread of the returns.
+    part in the baseline. ``norm_by_std``/``std_floor`` apply to the spread of the returns;
+    ``failed_baseline`` as in ``grpo_step``.
     """
     scored = [s for s in samples if not s.excluded and s.rewards]
     if not scored:
         return _empty(samples)
     returns = np.array([float(np.mean(s.rewards)) for s in scored])
-    per_trajectory = iter(_normalised(returns, returns, norm_by_std, std_floor).tolist())
+    zero = _zero_baseline(samples, failed_baseline)
+    per_trajectory = iter(_normalised(returns, returns, norm_by_std, std_floor, zero).tolist())
     advantages: list[tuple[float, ...] | None] = []
     for s in samples:
         if s.excluded:
@@ -240,7 +263,8 @@ def rloo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
     return AdvantageResult(_broadcast(samples, leave_one_out), info=_stats(pooled))
 
 
-def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0) -> AdvantageResult:
+def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0,
+              failed_baseline: str = "mean") -> AdvantageResult:
     """``grpo_step`` plus DAPO's training hints: clip-higher, dynamic sampling, token-level loss.
 
     A group whose pooled step rewards all tie has zero advantage everywhere; DAPO drops it (``keep``
@@ -248,7 +272,7 @@ def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
     normalisation options are ``grpo_step``'s; a group kept with a tiny spread under ``std_floor`` gets
     tiny advantages rather than being dropped (only exact ties are dropped).
     """
-    base = grpo_step(samples, norm_by_std=norm_by_std, std_floor=std_floor)
+    base = grpo_step(samples, norm_by_std=norm_by_std, std_floor=std_floor, failed_baseline=failed_baseline)
     pooled = _pooled(samples)
     keep = pooled.size > 0 and not _all_tie(pooled)
     return AdvantageResult(base.advantages, keep=keep, clip_low=CLIP_LOW, clip_high=DAPO_CLIP_HIGH,
@@ -264,13 +288,19 @@ def _pooled(samples: Sequence[GroupSample]) -> np.ndarray:
     return np.asarray(rewards, dtype=np.float64)
 
 
+def _zero_baseline(samples: Sequence[GroupSample], failed_baseline: str) -> bool:
+    """Whether this group's baseline is 0: ``failed_baseline="zero"`` and no kept trajectory succeeded."""
+    kept = [s for s in samples if not s.excluded]
+    return failed_baseline == "zero" and bool(kept) and all(s.outcome <= 0 for s in kept)
+
+
 def _normalised(values: np.ndarray, population: np.ndarray, norm_by_std: bool = True,
-                std_floor: float = 0.0) -> np.ndarray:
+                std_floor: float = 0.0, zero_baseline: bool = False) -> np.ndarray:
     """(x − mean)/(max(std, floor) + ε) against ``population`` (ddof=0), or x − mean without the std;
-    exact ties give exact zeros."""
+    with ``zero_baseline`` x is not centred. Exact ties give exact zeros."""
     if _all_tie(population):
         return np.zeros_like(values)
-    centred = values - population.mean()
+    centred = values if zero_baseline else values - population.mean()
     return centred / _scale(population, std_floor) if norm_by_std else centred
 
 
