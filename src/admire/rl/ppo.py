@@ -3,8 +3,15 @@
 A sample is one step: the decision (screen, history, text written), the log-probability the policy
 gave it when it acted, its advantage, the clip range its group asked for (DAPO's clip-higher) and how
 many tokens its action has. For the ``dom`` policy one decision is one "token", so the step mean
-(``seq_mean``) and DAPO's token mean (``token_mean``) coincide; a token policy whose step log-prob is
-the mean over its tokens passes ``num_tokens`` and gets the weighting each aggregation means.
+(``seq_mean``) and DAPO's token mean (``token_mean``) coincide.
+
+**Token level.** When every sample carries ``old_token_log_probs`` (a language model's per-token
+log-probs of the text it wrote) and the policy has ``token_log_probs(decisions) -> (log_probs, mask)``
+(``[N, T]``, right-padded), the ratio and the clip are per token, as in verl and TRL, and the loss is
+aggregated over tokens by ``loss_agg``: ``token_mean`` (every token of the minibatch counts once, DAPO),
+``seq_mean`` (each step's tokens averaged, then the steps: verl's seq-mean-token-mean, the paper's
+"averaged over the steps") or ``seq_mean_token_sum`` (each step's tokens summed, then the steps
+averaged: Dr. GRPO). The KL to a reference, the entropy bonus and the approx KL are per token too.
 
 One call runs up to ``epochs`` passes of shuffled minibatches. Per minibatch:
 
@@ -21,7 +28,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -29,7 +36,7 @@ import torch
 
 from admire.agent.base import Decision, Policy
 
-LossAggregation = Literal["seq_mean", "token_mean"]
+LossAggregation = Literal["seq_mean", "token_mean", "seq_mean_token_sum"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
 
 
@@ -43,6 +50,7 @@ class Sample:
     clip_low: float | None = None
     clip_high: float | None = None
     num_tokens: int = 1
+    old_token_log_probs: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,8 @@ def ppo_update(
     if not samples:
         return {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "ref_kl": 0.0, "entropy": 0.0,
                 "grad_norm": 0.0, "minibatches": 0, "epochs_run": 0, "steps_skipped": 0, "backtracks": 0}
+    if _token_level(policy, samples):
+        return _ppo_update_tokens(policy, optimizer, samples, config, rng, reference)
     if config.entropy_coef > 0 and not hasattr(policy, "log_prob_and_entropy"):
         raise ValueError(f"actor.entropy_coef > 0 needs a policy with log_prob_and_entropy(); "
                          f"{type(policy).__name__} has only log_prob()")
@@ -187,22 +197,164 @@ def ppo_update(
             "backtracks": backtracks}
 
 
-def _backtrack(policy: Policy, params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
-               decisions: Sequence[Decision], old: torch.Tensor, max_kl: float, halvings: int = 6) -> int:
-    """Shrink the step just taken (θ_before + s·Δ, s = 1/2, 1/4, …) until the batch KL is within
-    ``max_kl``; if no fraction is, undo the step. Returns the halvings tried. The step's direction is
-    kept (a line search, as TRPO's), so a too-large step still teaches what it can."""
+def _token_level(policy: Policy, samples: Sequence[Sample]) -> bool:
+    """Whether this batch trains per token: every sample has its token log-probs and the policy scores
+    tokens. A mix, or token samples for a policy without ``token_log_probs``, is a wiring error."""
+    with_tokens = sum(s.old_token_log_probs is not None for s in samples)
+    if with_tokens == 0:
+        return False
+    if with_tokens != len(samples):
+        raise ValueError(f"{with_tokens} of {len(samples)} samples carry token log-probs: a batch is trained "
+                         "per token or per step, not both")
+    if not hasattr(policy, "token_log_probs"):
+        raise ValueError(f"the samples carry token log-probs but {type(policy).__name__} has no token_log_probs()")
+    return True
+
+
+def _ppo_update_tokens(
+    policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequence[Sample], config: PPOConfig,
+    rng: random.Random, reference: Policy | None,
+) -> dict[str, float]:
+    """``ppo_update`` per token (the module docstring): the same passes, early stops, skipped zero-gradient
+    steps and trust region, with ratios, clipping, KL and entropy on each token of each step."""
+    if config.entropy_coef > 0 and not hasattr(policy, "token_log_probs_and_entropy"):
+        raise ValueError(f"actor.entropy_coef > 0 needs token_log_probs_and_entropy(); {type(policy).__name__} "
+                         "has only token_log_probs()")
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    decisions = [s.decision for s in samples]
+    old = [torch.tensor(s.old_token_log_probs, dtype=torch.float32) for s in samples]
+    advantages = torch.tensor([s.advantage for s in samples])
+    low = torch.tensor([config.clip_low if s.clip_low is None else s.clip_low for s in samples])
+    high = torch.tensor([config.clip_high if s.clip_high is None else s.clip_high for s in samples])
+    ref_cache: dict[int, torch.Tensor] = {}
+
+    def reference_tokens(indices: list[int], width: int) -> torch.Tensor | None:
+        if reference is None or config.kl_coef <= 0:
+            return None
+        missing = [i for i in indices if i not in ref_cache]
+        if missing:
+            with torch.no_grad():
+                ref, ref_mask = reference.token_log_probs([decisions[i] for i in missing])
+            for row, i in enumerate(missing):
+                ref_cache[i] = ref[row][ref_mask[row] > 0].detach()
+        return _pad([ref_cache[i] for i in indices], width)
+
+    def batch_kl() -> float:
+        with torch.no_grad():
+            new, mask = policy.token_log_probs(decisions)
+            log_ratio = (new - _pad(old, new.shape[1], decisions)) * mask
+            return float(((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum() / mask.sum().clamp(min=1))
+
+    totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
+    minibatches = epochs_run = skipped = backtracks = 0
+    stop = False
+    approx_kl = 0.0
+    order = list(range(len(samples)))
+    for _ in range(config.epochs):
+        rng.shuffle(order)
+        for start in range(0, len(order), config.minibatch_size):
+            if stop:
+                break
+            indices = order[start : start + config.minibatch_size]
+            chosen = [decisions[i] for i in indices]
+            if config.entropy_coef > 0:
+                new, entropy, mask = policy.token_log_probs_and_entropy(chosen)
+            else:
+                new, mask = policy.token_log_probs(chosen)
+                entropy = -new.detach()
+            mask = mask.to(new.dtype)
+            old_mb = _pad([old[i] for i in indices], new.shape[1], chosen)
+            w = token_weights(mask, config.loss_agg)
+            ratio = torch.exp(new - old_mb)
+            adv = advantages[indices].unsqueeze(1)
+            lo, hi = low[indices].unsqueeze(1), high[indices].unsqueeze(1)
+            surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - lo, 1.0 + hi) * adv)
+            loss = -(w * surrogate).sum()
+            if config.entropy_coef > 0:
+                loss = loss - config.entropy_coef * (w * entropy).sum()
+            ref_kl = torch.zeros(())
+            ref = reference_tokens(indices, new.shape[1])
+            if ref is not None:
+                delta = (ref - new) * mask
+                ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
+                loss = loss + config.kl_coef * ref_kl
+            optimizer.zero_grad()
+            loss.backward()
+            max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+            if not float(grad_norm) > 0:
+                skipped += 1
+            elif config.max_kl is None:
+                optimizer.step()
+            else:
+                before = [p.detach().clone() for p in params]
+                optimizer.step()
+                if batch_kl() > config.max_kl:
+                    backtracks += _backtrack_to(params, before, batch_kl, config.max_kl)
+                    stop = True
+            with torch.no_grad():
+                outside = ((ratio < 1.0 - lo) | (ratio > 1.0 + hi)).to(mask.dtype) * mask
+                totals["loss"] += float(loss)
+                totals["clip_frac"] += float(outside.sum() / mask.sum().clamp(min=1))
+                totals["ref_kl"] += float(ref_kl)
+                totals["entropy"] += float((w * entropy).sum())
+                totals["grad_norm"] += float(grad_norm)
+            minibatches += 1
+        epochs_run += 1
+        approx_kl = batch_kl()
+        if stop or (config.target_kl is not None and approx_kl > config.target_kl):
+            break
+    return {**{k: v / minibatches for k, v in totals.items()}, "approx_kl": approx_kl,
+            "minibatches": minibatches, "epochs_run": epochs_run, "steps_skipped": skipped,
+            "backtracks": backtracks}
+
+
+def token_weights(mask: torch.Tensor, loss_agg: LossAggregation) -> torch.Tensor:
+    """Each token's share of a minibatch's loss (they sum to 1 over the minibatch's tokens)."""
+    lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
+    steps = mask.shape[0]
+    if loss_agg == "token_mean":
+        return mask / mask.sum().clamp(min=1)
+    if loss_agg == "seq_mean_token_sum":
+        return mask / steps
+    return mask / (lengths * steps)
+
+
+def _pad(rows: Sequence[torch.Tensor], width: int, decisions: Sequence[Decision] | None = None) -> torch.Tensor:
+    """Right-pad 1-D rows to ``width``; a row longer than ``width`` means the text was tokenized
+    differently from when it was sampled, which would pair log-probs of different tokens."""
+    out = torch.zeros(len(rows), width)
+    for k, row in enumerate(rows):
+        if row.numel() > width:
+            where = f" ({decisions[k].text[:60]!r})" if decisions is not None else ""
+            raise ValueError(f"a sample has {row.numel()} old token log-probs but the policy scores at most {width} "
+                             f"tokens{where}: the response must be tokenized as when it was sampled")
+        out[k, : row.numel()] = row
+    return out
+
+
+def _backtrack_to(params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
+                  kl: Callable[[], float], max_kl: float, halvings: int = 6) -> int:
+    """``_backtrack`` with the KL measured by ``kl()``."""
     step = [p.detach() - b for p, b in zip(params, before, strict=True)]
     with torch.no_grad():
         for tried in range(1, halvings + 1):
             scale = 0.5**tried
             for p, b, d in zip(params, before, step, strict=True):
                 p.copy_(b + scale * d)
-            if measure_approx_kl(policy, decisions, old) <= max_kl:
+            if kl() <= max_kl:
                 return tried
         for p, b in zip(params, before, strict=True):
             p.copy_(b)
     return halvings
+
+
+def _backtrack(policy: Policy, params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
+               decisions: Sequence[Decision], old: torch.Tensor, max_kl: float, halvings: int = 6) -> int:
+    """Shrink the step just taken (θ_before + s·Δ, s = 1/2, 1/4, …) until the batch KL is within
+    ``max_kl``; if no fraction is, undo the step. Returns the halvings tried. The step's direction is
+    kept (a line search, as TRPO's), so a too-large step still teaches what it can."""
+    return _backtrack_to(params, before, lambda: measure_approx_kl(policy, decisions, old), max_kl, halvings)
 
 
 def aggregation_weights(samples: Sequence[Sample], loss_agg: LossAggregation) -> torch.Tensor:
