@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "milestones": "admire.commands.milestones",
     "rewards": "admire.commands.rewards",
     "bench": "admire.commands.bench",
+    "models": "admire.commands.models",
 }
 
 
