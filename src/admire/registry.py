@@ -1,9 +1,10 @@
 """Name → factory registries for what users extend, in one plug-in style.
 
-ADMIRE has five: environment backends (``admire.envs.base.ENVS``), policies
+ADMIRE has six: environment backends (``admire.envs.base.ENVS``), policies
 (``admire.agent.base.POLICIES``), milestone generators (``admire.milestones.generator.GENERATORS``),
-advantage estimators (``admire.rl.advantages.ADVANTAGE_ESTIMATORS``) and env executors
-(``admire.envs.executors.EXECUTORS``). Each is a ``Registry``, and each entry arrives one of three ways:
+advantage estimators (``admire.rl.advantages.ADVANTAGE_ESTIMATORS``), env executors
+(``admire.envs.executors.EXECUTORS``) and preparable local models (``admire.models.MODELS``). Each is a
+``Registry``, and each entry arrives one of three ways:
 
 1. **Declared as a string** beside the protocol, as Gymnasium's ``register(id, entry_point="pkg.mod:Cls")``
    does. The built-ins are declared so (``"miniwob": "admire.envs.miniwob:MiniWoBEnv"``), which is why a
@@ -42,6 +43,9 @@ AdvantageResult`` of ``admire.rl.advantages``, an executor ``f(spec, settings, *
 
     [project.entry-points."admire.executors"]
     k8s = "my_pkg.k8s:k8s_executor"                # env.executor=k8s
+
+    [project.entry-points."admire.models"]
+    my-tiny = "my_pkg.models:TINY_RECIPE"          # admire models prepare my-tiny DIR (a ModelRecipe)
 
 After ``pip install -e .`` of your package the name is usable in configs and on the command line;
 ``python -m admire.envs.check_env android`` checks a new backend against the protocol. Within ADMIRE

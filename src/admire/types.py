@@ -91,6 +91,8 @@ class UIElement(Frozen):
     is_selected: bool = False
     is_enabled: bool = True
     is_visible: bool = True
+    is_focusable: bool = False
+    is_long_clickable: bool = False
 
     @property
     def center(self) -> tuple[float, float] | None:

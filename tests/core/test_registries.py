@@ -9,6 +9,7 @@ from admire.agent.base import POLICIES, register_policy
 from admire.envs.base import ENVS, register_env
 from admire.envs.executors import EXECUTORS
 from admire.milestones.generator import GENERATORS, register_generator
+from admire.models import MODELS
 from admire.rl.advantages import ADVANTAGE_ESTIMATORS, register_advantage
 from tests.support.fakes import FormEnv
 from tests.support.paths import REPO
@@ -25,6 +26,7 @@ def test_1_a_test_registers_replaces_and_removes_entries() -> None:
     register_generator(NAME)(lambda **_options: None)
     register_advantage(NAME)(lambda samples, **_options: None)
     EXECUTORS[NAME] = lambda *args, **kwargs: None
+    MODELS[NAME] = None
     ENVS[BUILT_IN["env"]] = FormEnv  # replaced
     del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
     assert all(NAME in registry for registry in all_registries())

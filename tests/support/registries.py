@@ -23,6 +23,7 @@ REGISTRIES = (
     "admire.milestones.generator:GENERATORS",
     "admire.rl.advantages:ADVANTAGE_ESTIMATORS",
     "admire.envs.executors:EXECUTORS",
+    "admire.models:MODELS",
 )
 
 

@@ -52,6 +52,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
         "milestone_reward.progress=total",
         "milestone_reward.update_rule=shorter",
         "algorithm.std_floor=0",
+        "algorithm.failed_group_baseline=mean",
         "env.train_instances_per_task=null",
         "actor_rollout_ref.actor.target_kl=null",
     ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import ipaddress
 import logging
 import math
@@ -19,14 +20,23 @@ import os
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from admire.envs.android_devices import AndroidSettings
 
 log = logging.getLogger("admire.server")
 
 HELP = "serve a pool of GUI environments (MiniWoB++ browsers, Android emulators) over HTTP"
 TOKEN_ENV = "ADMIRE_SERVER_TOKEN"
-NOT_BUILT_YET = {"android_world": "the android_world backend is not part of this version of ADMIRE yet "
-                                  "(it needs running emulators and the 'android' extra)"}
+ANDROID = "android_world"
+ANDROID_FLAGS = {"console_ports": "--console-ports", "grpc_ports": "--grpc-ports", "adb_path": "--adb-path",
+                 "restart_command": "--restart-command", "boot_timeout": "--boot-timeout",
+                 "android_launcher": "--android-launcher", "emulator_setup": "--emulator-setup"}
+"""The flags of ``--backend android_world`` (attribute -> flag); each is None/False unless given."""
 MAX_DEVICES = 1024
+DEFAULT_MAX_STEPS = 10
+"""The step budget of a device whose tasks set none; AndroidWorld's tasks carry their own (complexity)."""
 MAX_REQUEST_BYTES = 64 << 20
 """Bodies are buffered in memory before they are checked: a limit beyond this helps no client."""
 
@@ -50,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds without a request before a session's device is reclaimed (default: 300)")
     parser.add_argument("--call-timeout", type=float, default=120.0,
                         help="seconds a reset or step may take before the device counts as hung (default: 120)")
-    parser.add_argument("--max-steps", type=int, default=10,
-                        help="a device's step budget for tasks that set none (default: 10)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="a device's step budget for tasks that set none (default: 10; android_world: "
+                             "AndroidWorld's int(10 × complexity) of each task)")
     parser.add_argument("--screenshots", action="store_true", help="devices attach a PNG to every observation")
     parser.add_argument("--executor", default="local", choices=["local", "ray"],
                         help="run each device in this process (local) or in a Ray actor (ray; docs/scale-out.md)")
@@ -68,6 +79,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"bearer token clients must send (default: ${TOKEN_ENV}); required off loopback")
     parser.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (default: 1 MiB)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    android = parser.add_argument_group("Android emulators (--backend android_world; docs/android.md)")
+    android.add_argument("--console-ports", default=None,
+                         help="console ports of running emulators, e.g. 5554-5560 (every even port in a range; "
+                              "default: 5554, 5556, … one per device)")
+    android.add_argument("--grpc-ports", default=None,
+                         help="their gRPC ports in the same order, e.g. 8554-8557 (default: each console port + 3000)")
+    android.add_argument("--adb-path", default=None,
+                         help="the adb to run (default: adb on PATH, else ~/Android/Sdk/platform-tools/adb)")
+    android.add_argument("--restart-command", default=None,
+                         help="command that (re)starts one emulator, run without a shell (use sh -c '…' for one); "
+                              "fields {console_port} {grpc_port} {serial} {adb} (default: none, a restart only "
+                              "waits for the emulator to boot)")
+    android.add_argument("--boot-timeout", type=float, default=None,
+                         help="seconds a restarted emulator may take to boot; below --call-timeout, which bounds a "
+                              "whole restart (default: 90%% of --call-timeout)")
+    android.add_argument("--android-launcher", default=None,
+                         help="module:attr of the function that connects to an emulator (default: AndroidWorld's "
+                              "android_world.env.env_launcher:load_and_setup_env)")
+    android.add_argument("--emulator-setup", action="store_true", default=False,
+                         help="install AndroidWorld's apps on each emulator as it is attached (once per AVD; minutes)")
 
 
 def is_loopback(host: str) -> bool:
@@ -89,8 +120,10 @@ def check_exposure(host: str, token: str | None) -> None:
 def check_arguments(args: argparse.Namespace, token: str | None) -> None:
     """Every argument's range, named by its flag, before anything starts (``UsageError``)."""
     whole = [("--num-devices", args.num_devices, 0, MAX_DEVICES), ("--max-failures", args.max_failures, 1, 1000),
-             ("--max-steps", args.max_steps, 1, 1000), ("--port", args.port, 1, 65535),
+             ("--port", args.port, 1, 65535),
              ("--max-request-bytes", args.max_request_bytes, 1024, MAX_REQUEST_BYTES)]
+    if args.max_steps is not None:
+        whole.append(("--max-steps", args.max_steps, 1, 1000))
     if args.max_devices is not None:
         whole.append(("--max-devices", args.max_devices, 1, MAX_DEVICES))
     if args.concurrency_limit is not None:
@@ -112,6 +145,33 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
         raise UsageError("the token must be printable ASCII without spaces (it travels in an HTTP header); "
                          "use e.g. $(openssl rand -hex 16)")
     check_exposure(args.host, token)
+    given = [flag for name, flag in ANDROID_FLAGS.items() if getattr(args, name, None) not in (None, False)]
+    if given and args.backend != ANDROID:
+        raise UsageError(f"{given[0]} is only for --backend {ANDROID}; drop it or pass --backend {ANDROID}")
+    if args.backend == ANDROID and args.executor == "ray":
+        raise UsageError(f"--backend {ANDROID} attaches to emulators on this machine; --executor ray is not "
+                         "supported for it, use --executor local")
+
+
+def android_settings(args: argparse.Namespace) -> AndroidSettings:
+    """The emulators' ports, adb, restart command and launcher from the flags, each checked (``UsageError``).
+
+    Every device the pool may hold (``--max-devices``, else ``--num-devices``) needs an emulator of its own.
+    A restart runs under ``--call-timeout``, so the boot wait must end before it."""
+    from admire.envs.android_devices import AndroidSettings, DeviceSetupError
+
+    boot_timeout = args.boot_timeout if args.boot_timeout is not None else 0.9 * args.call_timeout
+    if not (math.isfinite(boot_timeout) and 0 < boot_timeout < args.call_timeout):
+        raise UsageError(f"--boot-timeout must be a positive number of seconds below --call-timeout "
+                         f"({args.call_timeout:g}), got {boot_timeout:g}; lower it or raise --call-timeout")
+    devices = args.max_devices if args.max_devices is not None else args.num_devices
+    try:
+        return AndroidSettings.parse(devices=max(1, devices), console_ports=args.console_ports,
+                                     grpc_ports=args.grpc_ports, adb_path=args.adb_path,
+                                     restart_command=args.restart_command, boot_timeout_s=boot_timeout,
+                                     launcher=args.android_launcher, emulator_setup=args.emulator_setup)
+    except DeviceSetupError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -128,21 +188,24 @@ def check_port_free(host: str, port: int) -> None:
             from None
 
 
-def device_factory(backend: str, max_steps: int, screenshots: bool, executor: str = "local",
-                   ray_address: str | None = None, ray_cpus: float = 1.0):
+def device_factory(backend: str, max_steps: int | None, screenshots: bool, executor: str = "local",
+                   ray_address: str | None = None, ray_cpus: float = 1.0, android: AndroidSettings | None = None):
     """A zero-argument factory of the backend's envs (in this process or in Ray actors), or a clear
-    ``UsageError`` for a backend we lack."""
+    ``UsageError`` for a backend we lack. With ``android`` (``--backend android_world``) each env built
+    takes the next free emulator of its port ranges and gives it back when closed."""
     from admire.envs.base import ENVS
 
-    servable = [name for name in ENVS.names() if name != "remote"]
-    if backend in NOT_BUILT_YET and backend not in servable:
-        raise UsageError(f"{NOT_BUILT_YET[backend]}; available backends: {', '.join(servable)}")
     try:
         factory = ENVS.lookup(backend)
     except ValueError as exc:
         raise UsageError(f"{exc}") from None
     if backend == "remote":
         raise UsageError("the 'remote' backend is a client of another server; serve a device backend")
+    if android is not None:
+        if executor != "local":
+            raise UsageError(f"--backend {ANDROID} supports only --executor local")
+        return android.factory(functools.partial(factory, max_steps=max_steps, screenshots=screenshots))
+    max_steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
     if executor == "ray":
         from admire.envs.executors.ray import RaySettings, ensure_ray, ray_env_factory
 
@@ -163,8 +226,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_arguments(args, token)
         check_port_free(args.host, args.port)
+        android = android_settings(args) if args.backend == ANDROID else None
         factory = device_factory(args.backend, args.max_steps, args.screenshots, args.executor, args.ray_address,
-                                 args.ray_cpus_per_device)
+                                 args.ray_cpus_per_device, android)
     except UsageError as exc:
         print(f"admire serve: error: {exc}", file=sys.stderr)
         return 2

@@ -72,6 +72,7 @@ ENVS: Registry[EnvFactory] = Registry(
         "miniwob": "admire.envs.miniwob:MiniWoBEnv",
         "remote": "admire.envs.remote:RemoteEnv",  # make_env("remote:http://host:8765"): an env server's device
         "gym": "admire.envs.gym:GymBackend",  # a Gymnasium text env as a backend (the `gym` extra)
+        "android_world": "admire.envs.android_world:AndroidWorldEnv",  # AndroidWorld emulators (the `android` extra)
     },
 )
 

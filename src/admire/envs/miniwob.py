@@ -454,6 +454,9 @@ class MiniWoBEnv:
             with self._guard("taking a screenshot"):
                 shot = self._screenshot()
         goal = page.utterance or (self._page.utterance if self._page is not None else "")
+        template = self._task.params.get("goal_template") if self._task is not None else None
+        if template:  # a suite's goal template (android-miniwob: AndroidWorld's MiniWoB family)
+            goal = str(template).format(utterance=goal)
         return Observation(goal=goal, ui_elements=page.elements, screenshot=shot, step=self._steps)
 
     def _result(self, plan: ActionPlan, before: Page, after: Page) -> StepResult:

@@ -36,6 +36,10 @@ class Suite:
     name: str
     tasks: tuple[str, ...]
     description: str = ""
+    goal_template: str | None = None
+    """Put into every task's ``params`` (``Task.params["goal_template"]``): a backend that honours it shows
+    the goal as ``goal_template.format(utterance=<its own goal>)``. ``android-miniwob`` uses AndroidWorld's
+    MiniWoB template, so MiniWoB++ episodes read as AndroidWorld's MiniWoB family does."""
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -43,6 +47,14 @@ class Suite:
         bad = [t for t in self.tasks if "/" not in t]
         if bad:
             raise ValueError(f"suite {self.name!r}: task names are '<backend>/<task>', got {bad}")
+        if self.goal_template is not None and "{utterance}" not in self.goal_template:
+            raise ValueError(f"suite {self.name!r}: goal_template must contain '{{utterance}}', "
+                             f"got {self.goal_template!r}")
+
+    @property
+    def task_params(self) -> dict[str, Any]:
+        """The params every task of this suite carries (``goal_template`` when the suite sets one)."""
+        return {} if self.goal_template is None else {"goal_template": self.goal_template}
 
     @property
     def templates(self) -> tuple[str, ...]:
@@ -69,7 +81,8 @@ class Suite:
             names.extend(block)
         names = names[:n]
         if instances_per_task is None:
-            return [Task(name=name, seed=rng.randrange(TRAIN_SEEDS.start, TRAIN_SEEDS.stop)) for name in names]
+            return [Task(name=name, seed=rng.randrange(TRAIN_SEEDS.start, TRAIN_SEEDS.stop), params=self.task_params)
+                    for name in names]
         draws: dict[str, list[int]] = {}
         tasks = []
         for name in names:
@@ -77,7 +90,7 @@ class Suite:
                 pool = list(self.instance_pool(name, instances_per_task, seed))
                 rng.shuffle(pool)
                 draws[name] = pool
-            tasks.append(Task(name=name, seed=draws[name].pop()))
+            tasks.append(Task(name=name, seed=draws[name].pop(), params=self.task_params))
         return tasks
 
     def instance_pool(self, task: str, size: int, seed: int = 0) -> tuple[int, ...]:
@@ -97,7 +110,8 @@ class Suite:
         """The fixed evaluation set: seeds ``EVAL_SEED_START .. + per_task - 1`` of every template."""
         if per_task < 0:
             raise ValueError(f"per_task must be >= 0, got {per_task}")
-        return [Task(name=name, seed=EVAL_SEED_START + i) for name in self.tasks for i in range(per_task)]
+        return [Task(name=name, seed=EVAL_SEED_START + i, params=self.task_params)
+                for name in self.tasks for i in range(per_task)]
 
     def split(self, split: Split, n: int | None = None, epoch: int = 0) -> list[Task]:
         """``split("train", n, epoch)``: ``n`` training tasks (default one per template);
@@ -110,7 +124,7 @@ class Suite:
 
 
 def load_suites(path: str | Path = SUITES_FILE) -> dict[str, Suite]:
-    """Read a suites YAML file: ``{name: {backend, description, tasks: [templates] | all}}``."""
+    """Read a suites YAML file: ``{name: {backend, description, tasks: [templates] | all, goal_template}}``."""
     return {name: _suite_from_yaml(name, spec, path) for name, spec in _read_specs(path).items()}
 
 
@@ -132,7 +146,9 @@ def _suite_from_yaml(name: str, spec: Any, path: str | Path) -> Suite:
     if not isinstance(tasks, list | tuple) or not all(isinstance(t, str) for t in tasks):
         raise ValueError(f"{path}: suite {name!r}: 'tasks' must be a list of task names or 'all'")
     full = tuple(t if "/" in t else f"{backend}/{t}" for t in tasks)
-    return Suite(name=name, tasks=full, description=str(spec.get("description", "")).strip())
+    template = spec.get("goal_template")
+    return Suite(name=name, tasks=full, description=str(spec.get("description", "")).strip(),
+                 goal_template=None if template is None else str(template))
 
 
 def _all_tasks(backend: str) -> list[str]:

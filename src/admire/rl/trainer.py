@@ -237,7 +237,8 @@ class LoopSettings:
             if value is not None and value < 1:
                 raise ValueError(f"{key} must be a positive integer or null, got {value}")
         options = {"norm_by_std": bool(_legacy(cfg, "algorithm.norm_adv_by_std_in_grpo")),
-                   "std_floor": float(_legacy(cfg, "algorithm.std_floor"))}
+                   "std_floor": float(_legacy(cfg, "algorithm.std_floor")),
+                   "failed_baseline": str(_legacy(cfg, "algorithm.failed_group_baseline"))}
         return cls(instances_per_task=instances, total_env_steps=budget,
                    update_rule=str(_legacy(cfg, "milestone_reward.update_rule")),
                    advantage_options=options)
@@ -255,6 +256,11 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
     ppo_config(cfg)
     if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
         _judge_section(cfg)
+    specs = [str(spec) for spec in (cfg.env.src if OmegaConf.is_list(cfg.env.src) else [cfg.env.src])]
+    if "android_world" in specs:  # adb, the launcher and one emulator per env, before a run dir is made
+        counts = cfg.env.max_envs
+        count = int(counts[specs.index("android_world")]) if OmegaConf.is_list(counts) else int(counts)
+        _android_settings(cfg, count)
 
 
 def ppo_config(cfg: DictConfig) -> PPOConfig:
@@ -408,11 +414,31 @@ def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
     envs = []
     for spec, count in zip(specs, counts, strict=True):
         build = executor(spec, settings, **options)
+        if spec == "android_world":  # each env takes an emulator of env.android_world's port ranges
+            build = _android_factory(cfg, count, options)
         for _ in range(count):
             env = build()
             stack.callback(env.close)
             envs.append(env)
     return envs
+
+
+def _android_settings(cfg: DictConfig, count: int) -> Any:
+    """``env.android_world`` checked for ``count`` envs, one emulator each (docs/android.md)."""
+    from admire.envs.android_devices import CONFIG_NAMES, AndroidSettings
+
+    section = cfg.env.get("android_world")
+    values = OmegaConf.to_container(section, resolve=True) if section is not None else {}
+    assert isinstance(values, dict)
+    return AndroidSettings.parse(devices=count, names=CONFIG_NAMES, **values)
+
+
+def _android_factory(cfg: DictConfig, count: int, options: dict[str, Any]) -> Any:
+    """A factory of AndroidWorld envs, each taking the next free emulator of ``env.android_world``."""
+    from admire.envs.base import make_env
+
+    settings = _android_settings(cfg, count)
+    return settings.factory(lambda **device: make_env("android_world", **options, **device))
 
 
 @dataclass(frozen=True)
@@ -435,7 +461,7 @@ def build_samples(
 
     A group is one task instance rolled out ``rollout.n`` times: keyed by (task, seed, group index), so
     two instances of a task never share a baseline, nor do two groups of the same recurring instance
-    drawn in one epoch. ``options`` go to the estimator (``norm_by_std``, ``std_floor``). The
+    drawn in one epoch. ``options`` go to the estimator (``norm_by_std``, ``std_floor``, ``failed_baseline``). The
     estimator's hints are honoured: a group it does not keep (DAPO's dynamic sampling) gives no
     samples, and its clip range goes with each of its samples where it departs from the neutral default
     (DAPO's clip-higher; otherwise ``actor.clip_ratio_*`` apply).
