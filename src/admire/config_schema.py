@@ -292,6 +292,7 @@ class ActorSection(_Section):
     entropy_coef: NonNeg = 0.0
     target_kl: Positive | None = None
     max_kl: Positive | None = None
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] | None = None
 
 
 class ActorRolloutRefSection(_Section):

@@ -26,7 +26,7 @@ from admire.rl.trainer import build_judge, build_samples, check_config, train
 from admire.runs import RunDir
 from admire.tracking import read_metrics
 from admire.types import Observation, RewardBreakdown, Step, Task, Termination, Trajectory
-from tests.support.fakes import FormPolicy, SeededFormEnv, TrigramEncoder
+from tests.support.fakes import FormPolicy, SeededFormEnv, TokenFormPolicy, TrigramEncoder
 
 TASK = "fake-form/login"
 FAKE = [
@@ -249,3 +249,32 @@ def test_bad_values_of_the_new_keys_are_refused() -> None:
                      "actor_rollout_ref.actor.target_kl=0", "actor_rollout_ref.actor.entropy_coef=-1"):
         with pytest.raises(ValueError):
             check_config(load_config(overrides=[*FAKE, override]))
+
+
+# --------------------------------------------------------------------------------------------------
+# A policy that writes tokens: the token-level path of the trainer
+# --------------------------------------------------------------------------------------------------
+
+def test_a_token_policy_trains_per_token_and_learns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[TokenFormPolicy] = []
+
+    def token_policy(seed: int = 0, **_options: Any) -> TokenFormPolicy:
+        built.append(TokenFormPolicy(seed=seed))
+        return built[-1]
+
+    monkeypatch.setitem(POLICIES, "tiny-token-form", token_policy)
+    summary, run = run_training(tmp_path, "actor_rollout_ref.model.name=tiny-token-form", "trainer.total_epochs=8",
+                                "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum")
+    assert summary["after"]["success"] > summary["before"]["success"] == 0.0
+    steps = [s for t, _ in trajectories_and_rewards(run, 0) for s in t.steps]
+    assert steps and all(len(s.info["token_log_probs"]) == 2 for s in steps)
+    assert all(s.log_prob == pytest.approx(sum(s.info["token_log_probs"])) for s in steps)
+    trajectories = [t for t, _ in trajectories_and_rewards(run, 0)]
+    rewards = [r for _, r in trajectories_and_rewards(run, 0)]
+    batch = build_samples(trajectories, rewards, "grpo_step")
+    assert batch.samples and all(s.old_token_log_probs is not None and s.num_tokens == 2 for s in batch.samples)
+
+
+def test_an_unknown_loss_agg_mode_is_refused_before_training(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="loss_agg_mode"):
+        check_config(load_config(overrides=[*FAKE, "actor_rollout_ref.actor.loss_agg_mode=sum"]))

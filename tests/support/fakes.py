@@ -223,3 +223,41 @@ class TrigramEncoder:
             for i in range(len(padded) - 2):
                 out[row, int(hashlib.md5(padded[i:i + 3].encode()).hexdigest(), 16) % self.dim] += 1.0
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+class TokenFormPolicy(FormPolicy):
+    """``FormPolicy`` written as two tokens per step, as a language model writes several: the choice
+    (3-way, as before) and an end token (2-way logits ``end``; the policy always writes its first). It
+    reports per-token log-probs in ``PolicyOutput.info`` and scores tokens with ``token_log_probs``, so
+    the trainer and PPO take their token-level path."""
+
+    def __init__(self, seed: int = 0, **options: Any) -> None:
+        super().__init__(seed=seed, **options)
+        self.end = nn.Parameter(torch.zeros(2))
+
+    def act(self, observations: Sequence[Observation], histories: Sequence[Sequence[Step]],
+            greedy: bool = False) -> list[PolicyOutput]:
+        end = float(torch.log_softmax(self.end.detach(), dim=0)[0])
+        outputs = []
+        for output in super().act(observations, histories, greedy):
+            tokens = [output.log_prob, end]
+            outputs.append(PolicyOutput(text=output.text, action=output.action, log_prob=sum(tokens),
+                                        info={"token_log_probs": tokens, "num_tokens": 2}))
+        return outputs
+
+    def token_log_probs_and_entropy(
+        self, decisions: Sequence[Decision]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        choice, choice_entropy = FormPolicy.log_prob_and_entropy(self, decisions)
+        end_log_probs = torch.log_softmax(self.end, dim=0)
+        end = end_log_probs[0].expand(len(decisions))
+        end_entropy = -(end_log_probs.exp() * end_log_probs).sum().expand(len(decisions))
+        return (torch.stack([choice, end], dim=1), torch.stack([choice_entropy, end_entropy], dim=1),
+                torch.ones(len(decisions), 2))
+
+    def token_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+        new, _, mask = self.token_log_probs_and_entropy(decisions)
+        return new, mask
+
+    def log_prob(self, decisions: Sequence[Decision]) -> torch.Tensor:
+        return self.token_log_probs(decisions)[0].sum(dim=1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import logging
 import os
 import random
@@ -80,10 +81,10 @@ def train(
     loop = LoopSettings.from_config(cfg)
     ppo_cfg = ppo_config(cfg)
     policy = build_policy(cfg, encoder=encoder)
-    if cfg.actor_rollout_ref.model.path:
+    if cfg.actor_rollout_ref.model.path and not takes_path(str(cfg.actor_rollout_ref.model.name)):
         policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
-    optimizer = torch.optim.Adam(policy.parameters(), lr=float(cfg.actor_rollout_ref.actor.lr))
-    reference = copy.deepcopy(policy) if ppo_cfg.kl_coef > 0 else None
+    optimizer = torch.optim.Adam(trainable_parameters(policy), lr=float(cfg.actor_rollout_ref.actor.lr))
+    reference = reference_policy(policy) if ppo_cfg.kl_coef > 0 else None
     update_rng = random.Random(int(cfg.run.seed))
     if judge is None and reward_cfg.mode == "judge":
         judge = build_judge(cfg)
@@ -158,8 +159,8 @@ def train(
             # 4. PPO-clip update, aggregated as the estimator asks (DAPO: token mean).
             policy.train()
             update = ppo_update(policy, optimizer, batch.samples,
-                                dataclasses.replace(ppo_cfg, loss_agg=batch.loss_agg), update_rng,
-                                reference=reference)
+                                dataclasses.replace(ppo_cfg, loss_agg=ppo_cfg_loss_agg(cfg, batch.loss_agg)),
+                                update_rng, reference=reference)
             policy.eval()
             if reward_cfg.matches_milestones and not cfg.milestone_reward.update_before_reward:
                 bank_started = time.perf_counter()
@@ -380,13 +381,73 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
 
 def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
     """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options
-    (and ``encoder``, when given, as the sentence encoder of a policy that takes one)."""
+    (and ``encoder``, when given, as the sentence encoder of a policy that takes one).
+
+    ``model.path`` goes to a policy whose factory takes a ``path`` (``lm``: a local Hugging Face
+    directory, verl's meaning of the key); for one that does not (``dom``) it names a checkpoint whose
+    weights the trainer loads into it."""
     model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
     assert isinstance(model, dict)
+    name = str(model["name"])
     options = {k: v for k, v in model.items() if k not in ("name", "path")}
+    if takes_path(name) and model.get("path"):
+        options["path"] = str(model["path"])
     if encoder is not None:
         options["encoder"] = encoder
-    return make_policy(str(model["name"]), seed=int(cfg.run.seed), **options)
+    return make_policy(name, seed=int(cfg.run.seed), **options)
+
+
+def takes_path(name: str) -> bool:
+    """Whether the policy ``name``'s factory takes ``path`` (a model directory) itself."""
+    from admire.agent.base import POLICIES
+
+    try:
+        parameters = inspect.signature(POLICIES.lookup(name)).parameters
+    except (TypeError, ValueError):
+        return False
+    return "path" in parameters
+
+
+def trainable_parameters(policy: Any) -> list[Any]:
+    """What the optimizer updates: the policy's ``trainable_parameters()`` when it says (LoRA: the
+    adapter only), else every parameter."""
+    chosen = getattr(policy, "trainable_parameters", None)
+    return list(chosen()) if callable(chosen) else list(policy.parameters())
+
+
+class _ReferenceView:
+    """The reference model of a policy that keeps it inside itself (LoRA: the adapter switched off),
+    seen as a policy: its log-probs are the policy's under ``policy.reference()``."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def log_prob(self, decisions: Sequence[Decision]) -> torch.Tensor:
+        with self.policy.reference():
+            return self.policy.log_prob(decisions)
+
+    def token_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.policy.reference():
+            return self.policy.token_log_probs(decisions)
+
+
+def reference_policy(policy: Any) -> Any:
+    """The frozen policy the KL term pulls toward: the policy's own ``reference()`` when it has one (no
+    copy of a language model's weights), else a deep copy taken now."""
+    return _ReferenceView(policy) if callable(getattr(policy, "reference", None)) else copy.deepcopy(policy)
+
+
+LOSS_AGG_MODES: dict[str, str] = {
+    "token-mean": "token_mean", "seq-mean-token-mean": "seq_mean", "seq-mean-token-sum": "seq_mean_token_sum",
+}
+"""verl's ``actor.loss_agg_mode`` names → ``ppo_update``'s ``loss_agg``."""
+
+
+def ppo_cfg_loss_agg(cfg: DictConfig, hint: str) -> str:
+    """``actor_rollout_ref.actor.loss_agg_mode`` when set (verl's names), else the estimator's hint
+    (``dapo_step``: token mean; the others: each step's tokens averaged, then the steps)."""
+    mode = _legacy(cfg, "actor_rollout_ref.actor.loss_agg_mode")
+    return hint if mode is None else LOSS_AGG_MODES[str(mode)]
 
 
 def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
@@ -491,9 +552,12 @@ def build_samples(
                 trainable += 1
                 nonzero += abs(advantage) > 1e-8
                 history = trajectory.steps[: step.index]
+                tokens = step.info.get("token_log_probs")  # a token policy's per-token log-probs
                 samples.append(Sample(Decision(step.observation, tuple(history), step.raw_output),
                                       old_log_prob=step.log_prob, advantage=advantage,
-                                      clip_low=clip_low, clip_high=clip_high))
+                                      clip_low=clip_low, clip_high=clip_high,
+                                      num_tokens=len(tokens) if tokens else 1,
+                                      old_token_log_probs=tuple(float(t) for t in tokens) if tokens else None))
     if len(aggregations) > 1:
         raise ValueError(f"advantage estimator {estimator!r} asked for several loss aggregations in one batch: "
                          f"{sorted(aggregations)}")
