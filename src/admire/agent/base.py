@@ -58,7 +58,10 @@ PolicyFactory = Callable[..., Policy]
 POLICIES: Registry[PolicyFactory] = Registry(
     "policy",
     group="admire.policies",
-    builtins={"dom": "admire.agent.dom_policy:DomPolicy"},  # imported on lookup: torch stays out of import time
+    builtins={
+        "dom": "admire.agent.dom_policy:DomPolicy",
+        "lm": "admire.agent.lm_policy:LMPolicy",
+    },  # imported on lookup: torch stays out of import time
 )
 
 
