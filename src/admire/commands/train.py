@@ -105,6 +105,14 @@ def check_files(cfg: Any, *, fresh: bool) -> None:
     """The files the config names exist: the warm-start weights (read at every start) and, for a new run,
     the milestones a static run freezes (a resumed run has them in its bank already)."""
     model_path = cfg.actor_rollout_ref.model.path
+    if model_path:
+        from admire.rl.trainer import takes_path
+
+        if takes_path(str(cfg.actor_rollout_ref.model.name)):  # a model directory (lm), which the policy loads
+            if not (Path(str(model_path)) / "config.json").is_file():
+                raise ValueError(f"actor_rollout_ref.model.path: {model_path} is not a Hugging Face model directory "
+                                 "(no config.json); write one with admire models prepare NAME DIR")
+            model_path = None
     if model_path and not Path(str(model_path)).exists():
         raise ValueError(f"actor_rollout_ref.model.path: no checkpoint at {model_path}; give a run directory or "
                          "checkpoint to start from, or null for a fresh policy")

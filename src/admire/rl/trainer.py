@@ -255,6 +255,9 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
     RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
     LoopSettings.from_config(cfg)
     ppo_config(cfg)
+    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
+    assert isinstance(model, dict)
+    policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
     if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
         _judge_section(cfg)
     specs = [str(spec) for spec in (cfg.env.src if OmegaConf.is_list(cfg.env.src) else [cfg.env.src])]
@@ -375,7 +378,12 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
     tasks = demo_suite.train_tasks(len(demo_suite.tasks) * int(section.episodes_per_task), epoch=0, seed=seed)
     demos = record_oracle_demonstrations(env, tasks, max_steps=int(section.max_steps),
                                          on_demonstration=counting(progress, len(tasks)))
-    metrics = pretrain(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
+    if hasattr(policy, "token_log_probs"):  # a policy that writes tokens imitates whole answers
+        from admire.agent.sft import pretrain_tokens
+
+        metrics = pretrain_tokens(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
+    else:
+        metrics = pretrain(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
     return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
 
 
@@ -389,12 +397,36 @@ def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
     model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
     assert isinstance(model, dict)
     name = str(model["name"])
-    options = {k: v for k, v in model.items() if k not in ("name", "path")}
+    options = policy_options(name, {k: v for k, v in model.items() if k not in ("name", "path")})
     if takes_path(name) and model.get("path"):
         options["path"] = str(model["path"])
     if encoder is not None:
         options["encoder"] = encoder
     return make_policy(name, seed=int(cfg.run.seed), **options)
+
+
+def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` the policy ``name`` takes. The shipped config's model section holds the ``dom`` policy's
+    keys (``hidden_size``, ``prior_strength``, ``encoder``): for a policy that does not take one, a key left
+    at its shipped value is dropped; one set to anything else is an error naming the policy's options."""
+    from admire.agent.base import POLICIES
+    from admire.config import load_config
+
+    try:
+        parameters = inspect.signature(POLICIES.lookup(name)).parameters
+    except (TypeError, ValueError):
+        return dict(options)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(options)
+    shipped = OmegaConf.to_container(load_config().actor_rollout_ref.model, resolve=True)
+    assert isinstance(shipped, dict)
+    taken = {k: v for k, v in options.items() if k in parameters}
+    foreign = sorted(k for k, v in options.items() if k not in parameters and shipped.get(k, object()) != v)
+    if foreign:
+        known = ", ".join(p for p in parameters if p not in ("seed", "path", "encoder"))
+        raise ValueError(f"actor_rollout_ref.model.{foreign[0]} is not an option of the {name!r} policy; "
+                         f"its options: {known}")
+    return taken
 
 
 def takes_path(name: str) -> bool:
