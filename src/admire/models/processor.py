@@ -34,7 +34,10 @@ def load_processor(path: str | Path) -> Any:
 def _image_only_processor(path: Path) -> Any:
     import json
 
-    from transformers import AutoImageProcessor, AutoTokenizer, ProcessorMixin
+    from transformers import AutoTokenizer, ProcessorMixin
+
+    # from its module, not the top level: transformers 5.10 (verl's pin) puts a torchvision-only placeholder there
+    from transformers.models.auto.image_processing_auto import AutoImageProcessor
     from transformers.models.qwen2_5_vl.processing_qwen2_5_vl import Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl.processing_qwen2_vl import Qwen2VLProcessor
 
