@@ -51,7 +51,7 @@ EXPENSIVE: dict[str, str] = {
         "loads MiniLM (about 20 s on 2 cores); test_rewards_cli.py runs it on this file",
     "admire bench": "runs every benchmark (tens of minutes, Chromium)",
     "admire bench learning --suite miniwob-demo": "hours of training",
-    "admire bench learning --suite miniwob-demo --variants outcome admire paper sbert --seeds 0 1 2 --parallel 2":
+    "admire bench learning --suite miniwob-demo --variants admire outcome --seeds 0 1 2 3 4 --parallel 2":
         "hours of training (the results table)",
     "admire serve --num-devices 4 --max-devices 8 --concurrency-limit 4": _SERVES,
     "ADMIRE_SERVER_TOKEN=$(openssl rand -hex 16) admire serve --host 0.0.0.0": _SERVES,
