@@ -20,6 +20,7 @@ from admire.milestones.bank import MilestoneBank
 from admire.rl.trainer import build_policy
 from admire.runs import RunDir
 from admire.tracking import read_metrics
+from tests.support.models import tiny_qwen2_5_vl_dir  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -133,3 +134,25 @@ def test_the_dom_policy_learns_the_smoke_suite(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "learn" / "summary.json").read_text())
     assert summary["after"]["success"] >= 0.8
     assert summary["after"]["success"] >= summary["before"]["success"] + 0.3
+
+
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")
+def test_admire_train_runs_the_lm_policy_end_to_end_and_keeps_its_adapter_as_safetensors(
+    tmp_path: Path, tiny_qwen2_5_vl_dir: Path, capsys: pytest.CaptureFixture[str],  # noqa: F811
+) -> None:
+    from safetensors.torch import load_file
+
+    code = main(["train", "--quiet", f"run.dir={tmp_path}", "run.name=lm", "trainer.total_epochs=1",
+                 "actor_rollout_ref.model.name=lm", f"actor_rollout_ref.model.path={tiny_qwen2_5_vl_dir}",
+                 "+actor_rollout_ref.model.lora=true", "+actor_rollout_ref.model.max_new_tokens=16",
+                 "env.screenshots=true", "env.max_steps=1", "trainer.tasks_per_epoch=1", *TINY[3:]])
+    assert code == 0
+    run = RunDir(tmp_path / "lm")
+    checkpoint = run.load_checkpoint()
+    assert checkpoint is not None and checkpoint["state"]["epoch"] == 1
+    [weights] = run.checkpoints.glob("epoch_*.safetensors")
+    tensors = load_file(weights)
+    adapter = [k for k in tensors if k.startswith("policy/")]
+    assert adapter and all("lora" in k for k in adapter if "_extra_state" not in k)  # not the 49 MB base model
+    steps = [s for t in run.read_trajectories("train", 0) or () for s in t.steps]
+    assert steps and all(len(s.info["token_log_probs"]) == s.info["num_tokens"] for s in steps)
