@@ -81,7 +81,7 @@ def test_the_lm_policy_acts_on_a_real_page_is_scored_and_trained_per_token_and_r
                     stats=RolloutStats(), keep_screenshots=True)
     assert all(s.screenshot is not None for t in sampled for s in [t.steps[0].observation])
     assert [t.success for t in right] == [True, True] and not any(t.success for t in sampled)
-    group = [t.model_copy(update={"replica": k}) for k, t in enumerate([*sampled, *right])]
+    group = [*sampled, *right]  # one group: the same task, seed and group index
     for trajectory in group:
         step = trajectory.steps[0]
         assert len(step.info["token_log_probs"]) == step.info["num_tokens"] > 0

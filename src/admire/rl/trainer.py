@@ -120,7 +120,8 @@ def train(
             progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
             state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
                                           seed=int(cfg.run.seed),
-                                          progress=progress.counter("warm start: demonstration"))
+                                          progress=progress.counter("warm start: demonstration"),
+                                          answer_progress=progress.counter("warm start: imitating, minibatch"))
         if state.baseline is None:
             progress.status("evaluating the policy before RL")
             state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats(),
@@ -137,9 +138,11 @@ def train(
                 tasks = suite.train_tasks(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed),
                                           instances_per_task=loop.instances_per_task)
                 progress.status(f"epoch {epoch}: rolling out {len(tasks)} groups")
-                trajectories = collect(group_requests(tasks, int(cfg.actor_rollout_ref.rollout.n)), envs, policy,
-                                       max_steps=max_steps, epoch=epoch, stats=stats,
-                                       keep_screenshots=bool(cfg.env.screenshots))
+                requests = group_requests(tasks, int(cfg.actor_rollout_ref.rollout.n))
+                trajectories = collect(requests, envs, policy, max_steps=max_steps, epoch=epoch, stats=stats,
+                                       keep_screenshots=bool(cfg.env.screenshots),
+                                       on_episode=counting(progress.counter(f"epoch {epoch}: rollout, episode"),
+                                                           len(requests)))
                 run.write_trajectories("train", epoch, trajectories)
             usable = [t for t in trajectories if not t.excluded]
 
@@ -361,12 +364,13 @@ def evaluate_policy(cfg: DictConfig, policy: Any, *, progress: ProgressFn | None
 
 
 def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: int, *,
-               progress: ProgressFn | None = None) -> dict[str, float]:
+               progress: ProgressFn | None = None, answer_progress: ProgressFn | None = None) -> dict[str, float]:
     """Behaviour cloning on oracle demonstrations of tasks *outside* the training suite.
 
     The analogue of starting RL from a pretrained base model: the policy learns what forms and
     lists look like in general, never the tasks it is evaluated on (an overlap is refused).
-    ``progress(done, total)`` hears of every recorded demonstration (the slow part: a browser plays each).
+    ``progress(done, total)`` hears of every recorded demonstration (the slow part: a browser plays each);
+    ``answer_progress`` of every minibatch a token policy imitates (the slow part for a language model).
     """
     from admire.agent.pretrain import pretrain, record_oracle_demonstrations
 
@@ -381,7 +385,8 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
     if hasattr(policy, "token_log_probs"):  # a policy that writes tokens imitates whole answers
         from admire.agent.sft import pretrain_tokens
 
-        metrics = pretrain_tokens(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
+        metrics = pretrain_tokens(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed,
+                                  progress=answer_progress)
     else:
         metrics = pretrain(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed)
     return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
