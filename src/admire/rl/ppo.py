@@ -130,7 +130,6 @@ def ppo_update(
     if config.entropy_coef > 0 and not hasattr(policy, "log_prob_and_entropy"):
         raise ValueError(f"actor.entropy_coef > 0 needs a policy with log_prob_and_entropy(); "
                          f"{type(policy).__name__} has only log_prob()")
-    params = [p for group in optimizer.param_groups for p in group["params"]]
     decisions = [s.decision for s in samples]
     old = torch.tensor([s.old_log_prob for s in samples])
     advantages = torch.tensor([s.advantage for s in samples])
@@ -142,59 +141,29 @@ def ppo_update(
         with torch.no_grad():
             ref_log_probs = reference.log_prob(decisions)
 
-    totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
-    minibatches = epochs_run = skipped = backtracks = 0
-    stop = False
-    approx_kl = 0.0
-    order = list(range(len(samples)))
-    for _ in range(config.epochs):
-        rng.shuffle(order)
-        for start in range(0, len(order), config.minibatch_size):
-            if stop:
-                break
-            batch = torch.tensor(order[start : start + config.minibatch_size])
-            new, entropy = _score(policy, [decisions[i] for i in batch.tolist()])
-            w = weights[batch] / weights[batch].sum()  # the aggregation, within the minibatch
-            ratio = torch.exp(new - old[batch])
-            clipped = torch.clamp(ratio, 1.0 - low[batch], 1.0 + high[batch])
-            surrogate = torch.minimum(ratio * advantages[batch], clipped * advantages[batch])
-            loss = -(w * surrogate).sum()
-            if config.entropy_coef > 0:
-                loss = loss - config.entropy_coef * (w * entropy).sum()
-            ref_kl = torch.zeros(())
-            if ref_log_probs is not None:
-                delta = ref_log_probs[batch] - new  # k3 estimator of KL(new || ref), always >= 0
-                ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
-                loss = loss + config.kl_coef * ref_kl
-            optimizer.zero_grad()
-            loss.backward()
-            max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-            if not float(grad_norm) > 0:
-                skipped += 1
-            elif config.max_kl is None:
-                optimizer.step()
-            else:
-                before = [p.detach().clone() for p in params]
-                optimizer.step()
-                if measure_approx_kl(policy, decisions, old) > config.max_kl:
-                    backtracks += _backtrack(policy, params, before, decisions, old, config.max_kl)
-                    stop = True
-            with torch.no_grad():
-                outside = (ratio < 1.0 - low[batch]) | (ratio > 1.0 + high[batch])
-                totals["loss"] += float(loss)
-                totals["clip_frac"] += float(outside.float().mean())
-                totals["ref_kl"] += float(ref_kl)
-                totals["entropy"] += float((w * entropy).sum())
-                totals["grad_norm"] += float(grad_norm)
-            minibatches += 1
-        epochs_run += 1
-        approx_kl = measure_approx_kl(policy, decisions, old)
-        if stop or (config.target_kl is not None and approx_kl > config.target_kl):
-            break
-    return {**{k: v / minibatches for k, v in totals.items()}, "approx_kl": approx_kl,
-            "minibatches": minibatches, "epochs_run": epochs_run, "steps_skipped": skipped,
-            "backtracks": backtracks}
+    def minibatch_loss(indices: list[int]) -> tuple[torch.Tensor, dict[str, float]]:
+        batch = torch.tensor(indices)
+        new, entropy = _score(policy, [decisions[i] for i in indices])
+        w = weights[batch] / weights[batch].sum()  # the aggregation, within the minibatch
+        ratio = torch.exp(new - old[batch])
+        clipped = torch.clamp(ratio, 1.0 - low[batch], 1.0 + high[batch])
+        surrogate = torch.minimum(ratio * advantages[batch], clipped * advantages[batch])
+        loss = -(w * surrogate).sum()
+        if config.entropy_coef > 0:
+            loss = loss - config.entropy_coef * (w * entropy).sum()
+        ref_kl = torch.zeros(())
+        if ref_log_probs is not None:
+            delta = ref_log_probs[batch] - new  # k3 estimator of KL(new || ref), always >= 0
+            ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
+            loss = loss + config.kl_coef * ref_kl
+        with torch.no_grad():
+            outside = (ratio < 1.0 - low[batch]) | (ratio > 1.0 + high[batch])
+            stats = {"clip_frac": float(outside.float().mean()), "ref_kl": float(ref_kl),
+                     "entropy": float((w * entropy).sum())}
+        return loss, stats
+
+    return _passes(optimizer, config, rng, len(samples), minibatch_loss,
+                   lambda: measure_approx_kl(policy, decisions, old))
 
 
 def _token_level(policy: Policy, samples: Sequence[Sample]) -> bool:
@@ -220,7 +189,6 @@ def _ppo_update_tokens(
     if config.entropy_coef > 0 and not hasattr(policy, "token_log_probs_and_entropy"):
         raise ValueError(f"actor.entropy_coef > 0 needs token_log_probs_and_entropy(); {type(policy).__name__} "
                          "has only token_log_probs()")
-    params = [p for group in optimizer.param_groups for p in group["params"]]
     decisions = [s.decision for s in samples]
     old = [torch.tensor(s.old_token_log_probs, dtype=torch.float32) for s in samples]
     advantages = torch.tensor([s.advantage for s in samples])
@@ -245,39 +213,57 @@ def _ppo_update_tokens(
             log_ratio = (new - _pad(old, new.shape[1], decisions)) * mask
             return float(((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum() / mask.sum().clamp(min=1))
 
+    def minibatch_loss(indices: list[int]) -> tuple[torch.Tensor, dict[str, float]]:
+        chosen = [decisions[i] for i in indices]
+        if config.entropy_coef > 0:
+            new, entropy, mask = policy.token_log_probs_and_entropy(chosen)
+        else:
+            new, mask = policy.token_log_probs(chosen)
+            entropy = -new.detach()
+        mask = mask.to(new.dtype)
+        old_mb = _pad([old[i] for i in indices], new.shape[1], chosen)
+        w = token_weights(mask, config.loss_agg)
+        ratio = torch.exp(new - old_mb)
+        adv = advantages[indices].unsqueeze(1)
+        lo, hi = low[indices].unsqueeze(1), high[indices].unsqueeze(1)
+        surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - lo, 1.0 + hi) * adv)
+        loss = -(w * surrogate).sum()
+        if config.entropy_coef > 0:
+            loss = loss - config.entropy_coef * (w * entropy).sum()
+        ref_kl = torch.zeros(())
+        ref = reference_tokens(indices, new.shape[1])
+        if ref is not None:
+            delta = (ref - new) * mask
+            ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
+            loss = loss + config.kl_coef * ref_kl
+        with torch.no_grad():
+            outside = ((ratio < 1.0 - lo) | (ratio > 1.0 + hi)).to(mask.dtype) * mask
+            stats = {"clip_frac": float(outside.sum() / mask.sum().clamp(min=1)), "ref_kl": float(ref_kl),
+                     "entropy": float((w * entropy).sum())}
+        return loss, stats
+
+    return _passes(optimizer, config, rng, len(samples), minibatch_loss, batch_kl)
+
+
+def _passes(
+    optimizer: torch.optim.Optimizer, config: PPOConfig, rng: random.Random, size: int,
+    minibatch_loss: Callable[[list[int]], tuple[torch.Tensor, dict[str, float]]], batch_kl: Callable[[], float],
+) -> dict[str, float]:
+    """The passes both update paths share: shuffled minibatches of ``size`` samples, each loss from
+    ``minibatch_loss`` (with its logged statistics), the gradient clipped, no step on a zero gradient,
+    the per-step trust region, and the KL early stop after each pass, all measured by ``batch_kl``."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
     minibatches = epochs_run = skipped = backtracks = 0
     stop = False
     approx_kl = 0.0
-    order = list(range(len(samples)))
+    order = list(range(size))
     for _ in range(config.epochs):
         rng.shuffle(order)
         for start in range(0, len(order), config.minibatch_size):
             if stop:
                 break
-            indices = order[start : start + config.minibatch_size]
-            chosen = [decisions[i] for i in indices]
-            if config.entropy_coef > 0:
-                new, entropy, mask = policy.token_log_probs_and_entropy(chosen)
-            else:
-                new, mask = policy.token_log_probs(chosen)
-                entropy = -new.detach()
-            mask = mask.to(new.dtype)
-            old_mb = _pad([old[i] for i in indices], new.shape[1], chosen)
-            w = token_weights(mask, config.loss_agg)
-            ratio = torch.exp(new - old_mb)
-            adv = advantages[indices].unsqueeze(1)
-            lo, hi = low[indices].unsqueeze(1), high[indices].unsqueeze(1)
-            surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - lo, 1.0 + hi) * adv)
-            loss = -(w * surrogate).sum()
-            if config.entropy_coef > 0:
-                loss = loss - config.entropy_coef * (w * entropy).sum()
-            ref_kl = torch.zeros(())
-            ref = reference_tokens(indices, new.shape[1])
-            if ref is not None:
-                delta = (ref - new) * mask
-                ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
-                loss = loss + config.kl_coef * ref_kl
+            loss, stats = minibatch_loss(order[start : start + config.minibatch_size])
             optimizer.zero_grad()
             loss.backward()
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
@@ -290,15 +276,12 @@ def _ppo_update_tokens(
                 before = [p.detach().clone() for p in params]
                 optimizer.step()
                 if batch_kl() > config.max_kl:
-                    backtracks += _backtrack_to(params, before, batch_kl, config.max_kl)
+                    backtracks += _backtrack(params, before, batch_kl, config.max_kl)
                     stop = True
-            with torch.no_grad():
-                outside = ((ratio < 1.0 - lo) | (ratio > 1.0 + hi)).to(mask.dtype) * mask
-                totals["loss"] += float(loss)
-                totals["clip_frac"] += float(outside.sum() / mask.sum().clamp(min=1))
-                totals["ref_kl"] += float(ref_kl)
-                totals["entropy"] += float((w * entropy).sum())
-                totals["grad_norm"] += float(grad_norm)
+            totals["loss"] += float(loss)
+            totals["grad_norm"] += float(grad_norm)
+            for key, value in stats.items():
+                totals[key] += value
             minibatches += 1
         epochs_run += 1
         approx_kl = batch_kl()
@@ -333,9 +316,11 @@ def _pad(rows: Sequence[torch.Tensor], width: int, decisions: Sequence[Decision]
     return out
 
 
-def _backtrack_to(params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
-                  kl: Callable[[], float], max_kl: float, halvings: int = 6) -> int:
-    """``_backtrack`` with the KL measured by ``kl()``."""
+def _backtrack(params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
+               kl: Callable[[], float], max_kl: float, halvings: int = 6) -> int:
+    """Shrink the step just taken (θ_before + s·Δ, s = 1/2, 1/4, …) until ``kl()``, the batch KL, is within
+    ``max_kl``; if no fraction is, undo the step. Returns the halvings tried. The step's direction is
+    kept (a line search, as TRPO's), so a too-large step still teaches what it can."""
     step = [p.detach() - b for p, b in zip(params, before, strict=True)]
     with torch.no_grad():
         for tried in range(1, halvings + 1):
@@ -347,14 +332,6 @@ def _backtrack_to(params: Sequence[torch.nn.Parameter], before: Sequence[torch.T
         for p, b in zip(params, before, strict=True):
             p.copy_(b)
     return halvings
-
-
-def _backtrack(policy: Policy, params: Sequence[torch.nn.Parameter], before: Sequence[torch.Tensor],
-               decisions: Sequence[Decision], old: torch.Tensor, max_kl: float, halvings: int = 6) -> int:
-    """Shrink the step just taken (θ_before + s·Δ, s = 1/2, 1/4, …) until the batch KL is within
-    ``max_kl``; if no fraction is, undo the step. Returns the halvings tried. The step's direction is
-    kept (a line search, as TRPO's), so a too-large step still teaches what it can."""
-    return _backtrack_to(params, before, lambda: measure_approx_kl(policy, decisions, old), max_kl, halvings)
 
 
 def aggregation_weights(samples: Sequence[Sample], loss_agg: LossAggregation) -> torch.Tensor:
