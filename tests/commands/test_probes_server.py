@@ -219,22 +219,6 @@ CLI_PROBES: list[CliProbe] = [
 ]
 
 
-@pytest.fixture
-def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A probe must fail before a pool, a device or a listening socket exists."""
-    import uvicorn
-
-    from admire.commands.serve import TOKEN_ENV
-    from admire.server import pool
-
-    def started(*_args: Any, **_kwargs: Any) -> None:
-        raise AssertionError("admire serve started something before refusing its arguments")
-
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    monkeypatch.setattr(uvicorn, "run", started)
-    monkeypatch.setattr(pool.DevicePool, "__init__", started)
-
-
 @pytest.mark.parametrize("probe", CLI_PROBES, ids=[p.id for p in CLI_PROBES])
 def test_cli_probe(probe: CliProbe, tmp_path, capsys, monkeypatch, nothing_starts) -> None:
     run_cli_probe(probe, tmp_path, capsys, monkeypatch)

@@ -5,7 +5,6 @@ exit 2, before anything starts (no pool, no port, no adb call)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -54,22 +53,6 @@ CLI_PROBES = [
           r"--boot-timeout must be a positive number of seconds below --call-timeout \(120\), got 200"),
     probe("boot-timeout-nan", (*ANDROID, "--boot-timeout", "nan"), r"--boot-timeout must be a positive number"),
 ]
-
-
-@pytest.fixture
-def nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A probe must fail before a pool or a listening socket exists."""
-    import uvicorn
-
-    from admire.commands.serve import TOKEN_ENV
-    from admire.server import pool
-
-    def started(*_args: Any, **_kwargs: Any) -> None:
-        raise AssertionError("admire serve started something before refusing its arguments")
-
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    monkeypatch.setattr(uvicorn, "run", started)
-    monkeypatch.setattr(pool.DevicePool, "__init__", started)
 
 
 @pytest.mark.parametrize("probe", CLI_PROBES, ids=[p.id for p in CLI_PROBES])
