@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from admire.actions import describe, validate_action
-from admire.agent.base import Decision, PolicyOutput
+from admire.agent.base import Decision, PolicyOutput, trainable_parameters
 from admire.agent.sft import answer_text
 from admire.config import load_config
 from admire.milestones.bank import MilestoneBank
@@ -28,7 +28,7 @@ from admire.milestones.update import update_bank
 from admire.rewards import RewardConfig, score_batch
 from admire.rl.ppo import PPOConfig, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
-from admire.rl.trainer import build_matcher, build_samples, checkpoint_state, restore, trainable_parameters
+from admire.rl.trainer import build_matcher, build_samples, checkpoint_state, restore
 from admire.runs import RunDir
 from admire.types import Observation, Step, Task
 from tests.support.models import tiny_qwen2_5_vl_dir  # noqa: F401

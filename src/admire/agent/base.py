@@ -72,3 +72,10 @@ def register_policy(name: str) -> Callable[[PolicyFactory], PolicyFactory]:
 def make_policy(name: str, **options: Any) -> Policy:
     return POLICIES.lookup(name)(**options)
 
+
+def trainable_parameters(policy: Any) -> list[Any]:
+    """What an optimizer updates: the policy's ``trainable_parameters()`` when it says (LoRA: the
+    adapter only), else every parameter."""
+    chosen = getattr(policy, "trainable_parameters", None)
+    return list(chosen()) if callable(chosen) else list(policy.parameters())
+

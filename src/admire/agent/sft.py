@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from admire.actions import describe
-from admire.agent.base import Decision
+from admire.agent.base import Decision, trainable_parameters
 from admire.progress import ProgressFn
 from admire.types import Action, Trajectory
 
@@ -67,8 +67,7 @@ def pretrain_tokens(
     if not decisions:
         return {"decisions": 0.0, "tokens": 0.0, "epochs": float(epochs), "nll_before": math.nan,
                 "nll_after": math.nan}
-    parameters = list(policy.trainable_parameters()) if hasattr(policy, "trainable_parameters") \
-        else list(policy.parameters())
+    parameters = trainable_parameters(policy)
     optimizer = torch.optim.Adam(parameters, lr=lr)
     order = list(range(len(decisions)))
     shuffler = random.Random(seed)

@@ -20,7 +20,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from admire.agent.base import Decision, Policy, make_policy
+from admire.agent.base import Decision, Policy, make_policy, trainable_parameters
 from admire.config import LEGACY_DEFAULTS
 from admire.embeddings import Encoder, make_encoder
 from admire.envs.suites import Suite, get_suite
@@ -414,14 +414,10 @@ def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` the policy ``name`` takes. The shipped config's model section holds the ``dom`` policy's
     keys (``hidden_size``, ``prior_strength``, ``encoder``): for a policy that does not take one, a key left
     at its shipped value is dropped; one set to anything else is an error naming the policy's options."""
-    from admire.agent.base import POLICIES
     from admire.config import load_config
 
-    try:
-        parameters = inspect.signature(POLICIES.lookup(name)).parameters
-    except (TypeError, ValueError):
-        return dict(options)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+    parameters = _factory_parameters(name)
+    if parameters is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return dict(options)
     shipped = OmegaConf.to_container(load_config().actor_rollout_ref.model, resolve=True)
     assert isinstance(shipped, dict)
@@ -436,20 +432,17 @@ def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def takes_path(name: str) -> bool:
     """Whether the policy ``name``'s factory takes ``path`` (a model directory) itself."""
+    return "path" in (_factory_parameters(name) or {})
+
+
+def _factory_parameters(name: str) -> Mapping[str, inspect.Parameter] | None:
+    """The parameters of the policy ``name``'s factory; None when its signature cannot be read."""
     from admire.agent.base import POLICIES
 
     try:
-        parameters = inspect.signature(POLICIES.lookup(name)).parameters
+        return inspect.signature(POLICIES.lookup(name)).parameters
     except (TypeError, ValueError):
-        return False
-    return "path" in parameters
-
-
-def trainable_parameters(policy: Any) -> list[Any]:
-    """What the optimizer updates: the policy's ``trainable_parameters()`` when it says (LoRA: the
-    adapter only), else every parameter."""
-    chosen = getattr(policy, "trainable_parameters", None)
-    return list(chosen()) if callable(chosen) else list(policy.parameters())
+        return None
 
 
 class _ReferenceView:
