@@ -66,6 +66,8 @@ def test_unknown_options_are_a_type_error_naming_the_known_ones():
         LMPolicy(path="x", temprature=0.7)
     with pytest.raises(TypeError, match=r"unknown lora option\(s\): rank; known: r, alpha"):
         LMPolicy(path="x", lora={"rank": 4})
+    with pytest.raises(ValueError, match=r"max_pixels must be at least 1"):
+        LMPolicy(path="x", max_pixels=0)
 
 
 def test_lm_is_a_registered_policy_and_a_text_model_refuses_screenshots(tiny_qwen2_dir):  # noqa: F811

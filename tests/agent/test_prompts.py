@@ -113,3 +113,23 @@ def test_a_screenshot_without_its_bytes_is_refused_rather_than_silently_dropped(
     screen = SCREEN.model_copy(update={"screenshot": png(0).stored()})
     with pytest.raises(ValueError, match="no image bytes"):
         build_messages(screen, [], screenshot=True)
+
+
+def test_a_screenshot_above_max_pixels_is_scaled_down_keeping_its_aspect_and_a_small_one_is_left_alone():
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (1080, 2400), (10, 200, 30)).save(buffer, format="PNG")  # a phone screenshot
+    screen = SCREEN.model_copy(update={"screenshot": Screenshot.from_png(buffer.getvalue(), 1080, 2400)})
+    image = build_messages(screen, [], screenshot=True, max_pixels=1280 * 28 * 28)[1]["content"][0]["image"]
+    width, height = image.size
+    assert width * height <= 1280 * 28 * 28
+    assert width * height > 0.99 * 1280 * 28 * 28  # scaled to the limit, not below it
+    assert abs(width / height - 1080 / 2400) < 0.01
+    assert image.getpixel((width // 2, height // 2)) == (10, 200, 30)
+    full = build_messages(screen, [], screenshot=True)[1]["content"][0]["image"]
+    assert full.size == (1080, 2400)  # no limit given: the screenshot as taken
+    small = build_messages(screen, [], screenshot=True, max_pixels=1080 * 2400)[1]["content"][0]["image"]
+    assert small.size == (1080, 2400)  # exactly at the limit: untouched
+    with pytest.raises(ValueError, match="max_pixels"):
+        build_messages(screen, [], screenshot=True, max_pixels=0)

@@ -48,6 +48,9 @@ from admire.agent.base import Decision, PolicyOutput  # noqa: E402
 from admire.agent.prompts import DEFAULT_HISTORY_WINDOW, build_messages  # noqa: E402
 from admire.types import Observation, Step  # noqa: E402
 
+DEFAULT_MAX_PIXELS = 1280 * 28 * 28
+"""Screenshots are scaled down to at most this many pixels: 1,280 Qwen2.5-VL image tokens (one per 28 × 28)."""
+
 DEFAULTS: dict[str, Any] = {
     "path": None,
     "seed": 0,
@@ -56,6 +59,7 @@ DEFAULTS: dict[str, Any] = {
     "max_new_tokens": 96,
     "history_window": DEFAULT_HISTORY_WINDOW,
     "screenshots": "auto",
+    "max_pixels": DEFAULT_MAX_PIXELS,
     "lora": None,
     "dtype": "auto",
     "device": "auto",
@@ -76,21 +80,22 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 class LMPolicy(nn.Module):
     """A causal LM or Qwen2.5-VL as a GUI policy (see the module docstring). Options are keyword-only:
     ``path`` (required), ``seed``, ``temperature``, ``top_p``, ``max_new_tokens``, ``history_window``,
-    ``screenshots`` ("auto": on for vision-language models), ``lora`` (None, or a dict of ``r``, ``alpha``,
+    ``screenshots`` ("auto": on for vision-language models), ``max_pixels`` (larger screenshots are scaled
+    down first; ``DEFAULT_MAX_PIXELS``, None: no limit), ``lora`` (None, or a dict of ``r``, ``alpha``,
     ``dropout``, ``target_modules``), ``dtype`` ("auto": bfloat16 on CUDA, float32 on CPU), ``device``,
     ``keep_reference`` and ``encoder`` (ignored)."""
 
     def __init__(
         self, *, path: Any = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
         max_new_tokens: int = 96, history_window: int = DEFAULT_HISTORY_WINDOW, screenshots: Any = "auto",
-        lora: Any = None, dtype: str = "auto", device: str = "auto", keep_reference: bool = False,
-        encoder: Any = None,
+        max_pixels: int | None = DEFAULT_MAX_PIXELS, lora: Any = None, dtype: str = "auto", device: str = "auto",
+        keep_reference: bool = False, encoder: Any = None,
     ) -> None:
         super().__init__()
         self.options = _checked_options({
             "path": path, "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
-            "history_window": history_window, "screenshots": screenshots, "lora": lora, "dtype": dtype,
-            "device": device, "keep_reference": keep_reference, "encoder": encoder})
+            "history_window": history_window, "screenshots": screenshots, "max_pixels": max_pixels, "lora": lora,
+            "dtype": dtype, "device": device, "keep_reference": keep_reference, "encoder": encoder})
         path = _model_dir(self.options["path"])
         self.device = _device(self.options["device"])
         self.dtype = _dtype(self.options["dtype"], self.device)
@@ -314,7 +319,7 @@ class LMPolicy(nn.Module):
     def _encode_prompt(self, observation: Observation, history: Sequence[Step]) -> dict[str, torch.Tensor]:
         """One prompt's model inputs (unpadded, batch of one): chat template, tokens and, for VL, pixels."""
         messages = build_messages(observation, history, history_window=int(self.options["history_window"]),
-                                  screenshot=self.screenshots)
+                                  screenshot=self.screenshots, max_pixels=self.options["max_pixels"])
         images = [part["image"] for message in messages if isinstance(message["content"], list)
                   for part in message["content"] if part.get("type") == "image"]
         if self.processor is not None:
@@ -397,6 +402,8 @@ def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"max_new_tokens must be at least 1, got {out['max_new_tokens']}")
     if int(out["history_window"]) < 0:
         raise ValueError(f"history_window must be 0 or more, got {out['history_window']}")
+    if out["max_pixels"] is not None and int(out["max_pixels"]) < 1:
+        raise ValueError(f"max_pixels must be at least 1 (or null for no limit), got {out['max_pixels']}")
     if out["lora"] is True:  # `lora: true` in a config: the defaults
         out["lora"] = dict(LORA_DEFAULTS)
     if out["lora"]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -127,33 +128,49 @@ def user_prompt(observation: Observation, history: Sequence[Step], history_windo
 
 
 def build_messages(observation: Observation, history: Sequence[Step], *,
-                   history_window: int = DEFAULT_HISTORY_WINDOW, screenshot: bool = False) -> list[dict[str, Any]]:
+                   history_window: int = DEFAULT_HISTORY_WINDOW, screenshot: bool = False,
+                   max_pixels: int | None = None) -> list[dict[str, Any]]:
     """Chat messages for ``apply_chat_template``: a system turn and a user turn (see the module docstring).
 
     With ``screenshot`` and a screenshot in the observation, the user turn is a list of parts — the image
     (a PIL image, as Hugging Face processors take it) then the text; otherwise its content is a string.
     A screenshot whose bytes were not kept (``Screenshot.stored()``) cannot be shown, and guessing would
-    give a prompt other than the one acted on: it raises ``ValueError``.
+    give a prompt other than the one acted on: it raises ``ValueError``. ``max_pixels`` downscales the
+    image (see :func:`screenshot_image`).
     """
     if history_window < 0:
         raise ValueError(f"history_window must be 0 or more, got {history_window}")
     text = user_prompt(observation, history, history_window)
     content: str | list[dict[str, Any]] = text
     if screenshot and observation.screenshot is not None:
-        content = [{"type": "image", "image": screenshot_image(observation.screenshot)},
+        content = [{"type": "image", "image": screenshot_image(observation.screenshot, max_pixels)},
                    {"type": "text", "text": text}]
     return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": content}]
 
 
-def screenshot_image(screenshot: Screenshot) -> Image:
-    """The screenshot as an RGB PIL image; one without bytes is refused (see :func:`build_messages`)."""
+def screenshot_image(screenshot: Screenshot, max_pixels: int | None = None) -> Image:
+    """The screenshot as an RGB PIL image; one without bytes is refused (see :func:`build_messages`).
+
+    With ``max_pixels``, a larger image is scaled down (aspect ratio kept) to at most that many pixels. A
+    vision-language model pays for pixels in tokens — Qwen2.5-VL one token per 28 × 28 patch — so a
+    1080 × 2400 phone screenshot would be about 3,300 image tokens at full size; downscaling here, before
+    the processor, keeps that cost a setting of the policy rather than of the processor files.
+    """
+    if max_pixels is not None and max_pixels < 1:
+        raise ValueError(f"max_pixels must be at least 1 (or None for no limit), got {max_pixels}")
     if screenshot.png is None:
         raise ValueError(f"screenshot {screenshot.ref} has no image bytes (only its reference was kept); keep "
                          "screenshots inline in the observations a vision-language policy scores")
     from PIL import Image as PILImage
 
     with PILImage.open(io.BytesIO(screenshot.png)) as image:
-        return image.convert("RGB")
+        rgb = image.convert("RGB")
+    width, height = rgb.size
+    if max_pixels is None or width * height <= max_pixels:
+        return rgb
+    scale = math.sqrt(max_pixels / (width * height))
+    size = (max(1, math.floor(width * scale)), max(1, math.floor(height * scale)))
+    return rgb.resize(size, PILImage.Resampling.LANCZOS)
 
 
 def _action_name(action: Action) -> str:

@@ -278,7 +278,7 @@ def _passes(
                 if batch_kl() > config.max_kl:
                     backtracks += _backtrack(params, before, batch_kl, config.max_kl)
                     stop = True
-            totals["loss"] += float(loss)
+            totals["loss"] += float(loss.detach())
             totals["grad_norm"] += float(grad_norm)
             for key, value in stats.items():
                 totals[key] += value
