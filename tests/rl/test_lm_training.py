@@ -28,7 +28,8 @@ from admire.milestones.update import update_bank
 from admire.rewards import RewardConfig, score_batch
 from admire.rl.ppo import PPOConfig, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
-from admire.rl.trainer import build_matcher, build_samples, checkpoint_state, restore
+from admire.rl.scoring import build_matcher
+from admire.rl.trainer import build_samples, checkpoint_state, restore
 from admire.runs import RunDir
 from admire.types import Observation, Step, Task
 from tests.support.models import tiny_qwen2_5_vl_dir  # noqa: F401

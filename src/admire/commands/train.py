@@ -1,4 +1,5 @@
-"""``admire train [key=value ...]`` — train on the embedded default or any config, or resume a run."""
+"""``admire train [key=value ...]`` — train on the embedded default or any config (on the CPU, or on verl with
+trainer.backend=verl), or resume a run; ``--dry-run`` checks everything and prints what would run."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="config name under configs/ or a path to a YAML file (default: demo_miniwob)")
     parser.add_argument("--config-dir", default=None, help="folder of configs (default: the packaged configs/)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary table")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the config and print what would run (trainer.backend=verl: verl's command), "
+                             "then exit: nothing is written, no GPU needed")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,12 +54,19 @@ def run(args: argparse.Namespace) -> int:
     try:  # everything is validated before anything is written or a browser starts
         if resume is not None:
             run_dir, cfg, changed = _resumed(resume, overrides)
-            from admire.checkpoints import verify  # issue 13: an old .pt or broken checkpoint, before anything opens
+            if not on_verl(cfg):  # verl resumes from its own checkpoints (trainer.default_local_dir)
+                from admire.checkpoints import verify  # issue 13: an old .pt or broken checkpoint, first
 
-            verify(run_dir.path)
+                verify(run_dir.path)
         else:
             cfg = load_config(args.config, overrides, args.config_dir)
             check_config(cfg)  # a bad key or a judge without an endpoint: one line, before a run dir is made
+        planned = run_dir.path if resume is not None else planned_run_dir(cfg, args.config)
+        if on_verl(cfg):  # verl's own view of the composed config, then a rollout engine and the GPUs
+            check_verl(cfg, planned, machine=not args.dry_run)
+        if args.dry_run:
+            return dry_run(cfg, planned)
+        if resume is None:
             refuse_existing(cfg)
             check_files(cfg, fresh=True)
     except (ValueError, FileNotFoundError) as exc:
@@ -77,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         cfg.run.name = run_dir.path.name
         atomic_write_text(run_dir.config, OmegaConf.to_yaml(cfg, resolve=True))
         console.print(f"[bold]run[/bold] {run_dir.path}")
+    if on_verl(cfg):
+        return train_on_verl(cfg, run_dir.path, console)
     from admire.signals import Terminated, report_stop, terminate_on_signals
 
     try:  # SIGTERM/SIGHUP/Ctrl-C unwind train(): browsers closed, run resumable
@@ -86,6 +99,74 @@ def run(args: argparse.Namespace) -> int:
         return report_stop("train", exc, f"admire train resume={run_dir.path}")
     print_summary(summary, console)
     return 0
+
+
+# --------------------------------------------------------------------------------------------------
+# trainer.backend=verl (admire.integrations.verl.config) and --dry-run
+# --------------------------------------------------------------------------------------------------
+
+def on_verl(cfg: Any) -> bool:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(cfg, "trainer.backend", default="cpu") == "verl"
+
+
+def planned_run_dir(cfg: Any, config: str) -> Path:
+    """Where a new run would go (``create_run_dir``'s name, not created)."""
+    name = cfg.run.name or f"{Path(config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path(str(cfg.run.dir)) / str(name)
+
+
+def check_verl(cfg: Any, run_dir: Path, *, machine: bool) -> None:
+    """The verl backend's checks after the schema's: what verl cannot honour, verl's own config composed and
+    validated with the overrides, and (``machine``) a rollout engine and the GPUs: all before anything is
+    written, each failure one line."""
+    from admire.integrations.verl.config import (
+        check_machine,
+        check_verl_config,
+        compose_verl_config,
+        settings_overrides,
+        user_overrides,
+        validate_verl_config,
+    )
+
+    check_verl_config(cfg)
+    validate_verl_config(compose_verl_config([*settings_overrides(cfg, run_dir), *user_overrides(cfg)]))
+    if machine:
+        check_machine(cfg)
+
+
+def dry_run(cfg: Any, run_dir: Path) -> int:
+    """Print what would run (verl: its command line) after every check; write nothing."""
+    if on_verl(cfg):
+        from admire.integrations.verl.config import show_command, verl_command, verl_environment
+
+        print(f"+ {show_command(verl_command(cfg, run_dir), verl_environment(cfg, run_dir))}")
+        print(f"dry run: the configuration is valid (trainer.backend=verl, run folder {run_dir}; nothing written)")
+    else:
+        print(f"dry run: the configuration is valid (trainer.backend=cpu, run folder {run_dir}; nothing written)")
+    return 0
+
+
+def train_on_verl(cfg: Any, run_dir: Path, console: Any) -> int:
+    """Write verl's inputs into the run folder (task dataset, the ``admire`` section, the command as
+    ``verl/command.sh``) and run ``python -m verl.trainer.main_ppo``; its exit status is ours."""
+    import subprocess
+
+    from admire.integrations.verl.config import show_command, verl_command, verl_environment, write_inputs
+    from admire.runs import atomic_write_text
+
+    write_inputs(cfg, run_dir)
+    command, env = verl_command(cfg, run_dir), verl_environment(cfg, run_dir)
+    line = show_command(command, env)
+    atomic_write_text(run_dir / "verl" / "command.sh", f"#!/usr/bin/env bash\n{line}\n")
+    console.print(f"[bold]verl[/bold] {line}")
+    try:
+        return subprocess.run(command, env={**os.environ, **env}, check=False).returncode
+    except KeyboardInterrupt:
+        print(f"admire train: stopped; verl resumes from its checkpoints: admire train resume={run_dir}",
+              file=sys.stderr)
+        return 130
 
 
 # --------------------------------------------------------------------------------------------------

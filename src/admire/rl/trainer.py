@@ -32,18 +32,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Decision, Policy, make_policy, trainable_parameters
 from admire.config import LEGACY_DEFAULTS
-from admire.embeddings import Encoder, make_encoder
+from admire.embeddings import Encoder
 from admire.envs.suites import Suite, get_suite
-from admire.milestones.bank import MilestoneBank, milestone_key
-from admire.milestones.generator import make_generator
-from admire.milestones.matcher import Matcher
-from admire.milestones.update import update_bank
+from admire.milestones.bank import MilestoneBank
 from admire.progress import ProgressFn, counting
 from admire.report import plot_learning_curve
-from admire.rewards import RewardConfig, StepJudge, score_batch
+from admire.rewards import RewardConfig, StepJudge
 from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
 from admire.rl.ppo import PPOConfig, Sample, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
+from admire.rl.scoring import BatchScorer, build_judge, judge_metrics, judge_section, reward_metrics
 from admire.runs import RunDir
 from admire.tracking import Tracker, read_metrics, truncate_metrics
 from admire.types import Task, Trajectory
@@ -92,9 +90,7 @@ def train(
     with ExitStack() as stack:
         bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
         stack.callback(bank.close)
-        matcher = build_matcher(reward_cfg, encoder) if reward_cfg.matches_milestones else None
-        generator = make_generator(cfg.milestone_reward.generator,
-                                   **_generator_options(cfg.milestone_reward))
+        scorer = BatchScorer.from_config(cfg, bank, encoder=encoder, judge=judge, run=run.path.name)
         envs = make_envs(cfg, stack)
 
         state = TrainState()
@@ -108,6 +104,7 @@ def train(
                 bank.import_json(cfg.milestone_reward.static_path, freeze=True)
         truncate_metrics(run.metrics, before_step=state.epoch)
         tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
+                          project=str(OmegaConf.select(cfg, "tracking.project", default="admire")),
                           tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
                           wandb=cfg.tracking.wandb)
         stack.callback(tracker.close)
@@ -146,17 +143,14 @@ def train(
                 run.write_trajectories("train", epoch, trajectories)
             usable = [t for t in trajectories if not t.excluded]
 
-            # 2. Milestones: distil from this batch's successes before scoring it (method.md §2, order).
-            milestone_started = time.perf_counter()
-            changes = []
-            if reward_cfg.matches_milestones and cfg.milestone_reward.update_before_reward:
-                changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
-                                      rule=loop.update_rule, run=run.path.name, epoch=epoch)
-
-            # 3. Rewards for every step (milestones looked up in the bank), then advantages per group.
-            rewards = score_batch(usable, bank, matcher, reward_cfg, epoch, judge=judge)
-            milestone_s = time.perf_counter() - milestone_started
+            # 2. Milestones: the bank is updated from this batch's successes *before* the batch is scored
+            # (method.md §2, order; after it with milestone_reward.update_before_reward=false), then
+            # 3. rewards for every step with λ(epoch), milestones looked up in the bank. Both happen in
+            # BatchScorer.score (admire/rl/scoring.py), the step the verl and TRL paths call too.
+            scored = scorer.score(usable, epoch)
+            rewards = scored.rewards
             run.write_rewards("train", epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, "trainer")
+            # Then advantages per group.
             batch = build_samples(usable, rewards, cfg.algorithm.adv_estimator, **loop.advantage_options)
 
             # 4. PPO-clip update, aggregated as the estimator asks (DAPO: token mean).
@@ -165,16 +159,11 @@ def train(
                                 dataclasses.replace(ppo_cfg, loss_agg=ppo_cfg_loss_agg(cfg, batch.loss_agg)),
                                 update_rng, reference=reference)
             policy.eval()
-            if reward_cfg.matches_milestones and not cfg.milestone_reward.update_before_reward:
-                bank_started = time.perf_counter()
-                changes = update_bank(bank, usable, generator, key=cfg.milestone_reward.key,
-                                      rule=loop.update_rule, run=run.path.name, epoch=epoch)
-                milestone_s += time.perf_counter() - bank_started
-            timing = {"time/epoch_s": time.perf_counter() - epoch_started, "time/milestone_s": milestone_s}
+            timing = {"time/epoch_s": time.perf_counter() - epoch_started, "time/milestone_s": scored.seconds}
 
             # 5. Evaluate on held-out seeds now and then.
-            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, batch, bank, changes,
-                                    key=cfg.milestone_reward.key)
+            metrics = epoch_metrics(trajectories, rewards, usable, stats, update, batch, bank, scored.changes,
+                                    key=scorer.key)
             metrics.update(timing)
             metrics.update(judge_metrics(judge))
             evaluation = None
@@ -230,7 +219,6 @@ class LoopSettings:
 
     instances_per_task: int | None = None
     total_env_steps: int | None = None
-    update_rule: str = "shorter"
     advantage_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -243,9 +231,7 @@ class LoopSettings:
         options = {"norm_by_std": bool(_legacy(cfg, "algorithm.norm_adv_by_std_in_grpo")),
                    "std_floor": float(_legacy(cfg, "algorithm.std_floor")),
                    "failed_baseline": str(_legacy(cfg, "algorithm.failed_group_baseline"))}
-        return cls(instances_per_task=instances, total_env_steps=budget,
-                   update_rule=str(_legacy(cfg, "milestone_reward.update_rule")),
-                   advantage_options=options)
+        return cls(instances_per_task=instances, total_env_steps=budget, advantage_options=options)
 
 
 def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
@@ -262,7 +248,7 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
     assert isinstance(model, dict)
     policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
     if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
-        _judge_section(cfg)
+        judge_section(cfg)
     specs = [str(spec) for spec in (cfg.env.src if OmegaConf.is_list(cfg.env.src) else [cfg.env.src])]
     if "android_world" in specs:  # adb, the launcher and one emulator per env, before a run dir is made
         counts = cfg.env.max_envs
@@ -286,36 +272,6 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         target_kl=None if target_kl is None else float(target_kl),
         max_kl=None if max_kl is None else float(max_kl),
     )
-
-
-def build_matcher(reward_cfg: RewardConfig, encoder: Encoder | None = None) -> Matcher:
-    """The matcher of ``milestone_reward.matcher`` (grounded | sbert) over ``milestone_reward.encoder``."""
-    return Matcher(encoder=encoder if encoder is not None else make_encoder(reward_cfg.encoder),
-                   threshold=reward_cfg.threshold, mode=reward_cfg.matcher,
-                   contrast_margin=reward_cfg.contrast_margin)
-
-
-def build_judge(cfg: DictConfig) -> StepJudge:
-    """The LLM step judge of ``reward.mode=judge``, from the ``reward.judge`` section (any
-    OpenAI-compatible endpoint: ``base_url``, ``model``, ``api_key_env``, ``timeout``, ``max_retries``,
-    ``max_steps_per_call``)."""
-    from admire.judge import LLMJudge
-
-    return LLMJudge.from_config(_judge_section(cfg))
-
-
-def _judge_section(cfg: DictConfig) -> dict[str, Any]:
-    from admire.judge import judge_endpoint
-
-    section = OmegaConf.select(cfg, "reward.judge", default=None)
-    return judge_endpoint(OmegaConf.to_container(section, resolve=True) if OmegaConf.is_dict(section) else None)
-
-
-def judge_metrics(judge: StepJudge | None) -> dict[str, float]:
-    """Calls and failures of an LLM judge, so a run whose judge kept failing (scores 0) says so."""
-    if judge is None or not hasattr(judge, "failures"):
-        return {}
-    return {"judge/calls": float(getattr(judge, "calls", 0)), "judge/failures": float(judge.failures)}
 
 
 def _legacy(cfg: DictConfig, key: str) -> Any:
@@ -633,29 +589,8 @@ def epoch_metrics(
     stats: RolloutStats, update: dict[str, float], batch: SampleBatch, bank: MilestoneBank,
     changes: Sequence[Any], key: str,
 ) -> dict[str, float]:
-    steps = [b for breakdowns in rewards for b in breakdowns]
-    per_task: dict[str, list[float]] = defaultdict(list)
-    for trajectory in usable:
-        per_task[trajectory.task.name].append(trajectory.outcome)
-    keys_seen = {milestone_key(t, key=key) for t in usable}
-    with_milestones = [b for b in steps if b.num_milestones > 0]
-    metrics: dict[str, float] = {
-        "train/success": float(np.mean([t.outcome for t in usable])) if usable else 0.0,
-        "train/episodes": len(trajectories),
-        "train/env_errors": sum(t.excluded for t in trajectories),
-        "train/steps_per_episode": float(np.mean([len(t.steps) for t in usable])) if usable else 0.0,
-        "train/format_valid": float(np.mean([s.format_valid for t in usable for s in t.steps])) if steps else 1.0,
-        "reward/total": float(np.mean([b.total for b in steps])) if steps else 0.0,
-        "reward/outcome": float(np.mean([b.outcome for b in steps])) if steps else 0.0,
-        "reward/format": float(np.mean([b.format for b in steps])) if steps else 0.0,
-        "reward/milestone": float(np.mean([b.milestone for b in steps])) if steps else 0.0,
-        "reward/process": float(np.mean([b.process for b in steps])) if steps else 0.0,
-        "reward/judge": float(np.mean([b.judge for b in steps])) if steps else 0.0,
-        "milestones/coverage": bank.coverage(keys_seen),
-        "milestones/hit_rate": (float(np.mean([b.hits / b.num_milestones for b in with_milestones]))
-                                if with_milestones else 0.0),
-        "milestones/updates": sum(1 for c in changes if c.changed),
-        "milestones/bank_version": bank.version,
+    metrics = reward_metrics(trajectories, rewards, usable, bank, changes, key=key)
+    metrics.update({
         "env/steps": stats.env_steps,
         "env/steps_per_s": stats.steps_per_s,
         "env/reruns": stats.reruns,
@@ -671,8 +606,7 @@ def epoch_metrics(
         "ppo/samples": len(batch.samples),
         "adv/groups_dropped": batch.groups_dropped,
         "adv/nonzero_frac": batch.nonzero_frac,
-    }
-    metrics.update({f"train/success/{name}": float(np.mean(v)) for name, v in sorted(per_task.items())})
+    })
     return metrics
 
 
@@ -739,12 +673,6 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def _generator_options(section: DictConfig) -> dict[str, Any]:
-    if section.generator != "llm":
-        return {}
-    return dict(OmegaConf.to_container(section.llm, resolve=True))  # base_url, model, api_key_env…
 
 
 class TrainingProgress:

@@ -1,0 +1,2 @@
+"""Adapters that run ADMIRE inside other trainers: verl + Ray (``admire.integrations.verl``) and TRL
+(``admire.integrations.trl``)."""
