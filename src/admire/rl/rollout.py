@@ -35,8 +35,10 @@ class EpisodeRequest:
 
 
 @dataclass
-class _Live:
-    """An episode in flight on one environment."""
+class LiveEpisode:
+    """An episode in flight on one environment: what ``collect`` and the verl agent loop
+    (``admire.integrations.verl.agent_loop``) both step, so that both record steps and build trajectories
+    the same way."""
 
     ticket: int
     request: EpisodeRequest
@@ -44,6 +46,20 @@ class _Live:
     goal: str
     steps: list[Step] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+
+    def trajectory(self, termination: Termination, outcome: float, info: dict[str, Any], epoch: int) -> Trajectory:
+        """The finished episode; ``info`` adds to the replica and wall time every trajectory carries."""
+        return Trajectory(
+            id=uuid.uuid4().hex[:16],
+            task=self.request.task,
+            goal=self.goal,
+            steps=tuple(self.steps),
+            outcome=outcome,
+            termination=termination,
+            epoch=epoch,
+            group=self.request.group,
+            info={"replica": self.request.replica, "wall_s": time.perf_counter() - self.started, **info},
+        )
 
 
 @dataclass
@@ -88,21 +104,11 @@ def collect(
     queue: deque[int] = deque(range(len(requests)))  # tickets: positions in ``requests``
     attempts: dict[int, int] = {}
     results: dict[int, Trajectory] = {}
-    live: dict[int, _Live] = {}
+    live: dict[int, LiveEpisode] = {}
 
     def finish(slot: int, termination: Termination, outcome: float, info: dict[str, Any]) -> None:
         episode = live.pop(slot)
-        trajectory = Trajectory(
-            id=uuid.uuid4().hex[:16],
-            task=episode.request.task,
-            goal=episode.goal,
-            steps=tuple(episode.steps),
-            outcome=outcome,
-            termination=termination,
-            epoch=epoch,
-            group=episode.request.group,
-            info={"replica": episode.request.replica, "wall_s": time.perf_counter() - episode.started, **info},
-        )
+        trajectory = episode.trajectory(termination, outcome, info, epoch)
         ticket = episode.ticket
         if termination is Termination.ENV_ERROR and attempts.get(ticket, 0) < max_reruns:
             attempts[ticket] = attempts.get(ticket, 0) + 1
@@ -119,14 +125,14 @@ def collect(
             idle = [slot for slot in range(len(envs)) if slot not in live]
             starting = [(slot, queue.popleft()) for slot in idle[: len(queue)]]
             for (slot, ticket), outcome in zip(
-                starting, pool.map(lambda st: _reset(envs[st[0]], requests[st[1]].task), starting), strict=True
+                starting, pool.map(lambda st: reset_env(envs[st[0]], requests[st[1]].task), starting), strict=True
             ):
                 if isinstance(outcome, Observation):
                     shown = outcome if keep_screenshots else outcome.without_screenshot()
-                    live[slot] = _Live(ticket, requests[ticket], shown, outcome.goal)
+                    live[slot] = LiveEpisode(ticket, requests[ticket], shown, outcome.goal)
                 else:
                     stats.env_errors += 1
-                    live[slot] = _Live(ticket, requests[ticket], Observation(goal=""), "")
+                    live[slot] = LiveEpisode(ticket, requests[ticket], Observation(goal=""), "")
                     finish(slot, Termination.ENV_ERROR, 0.0, {"env_error": outcome})
             if not live:
                 continue
@@ -140,22 +146,22 @@ def collect(
             policy_s = (time.perf_counter() - t0) / len(slots)
 
             # Step the environments concurrently.
-            stepped = list(pool.map(lambda so: _step(envs[so[0]], so[1]), zip(slots, outputs, strict=True)))
+            stepped = list(pool.map(lambda so: step_env(envs[so[0]], so[1]), zip(slots, outputs, strict=True)))
             for slot, output, (result, parse_error, env_s) in zip(slots, outputs, stepped, strict=True):
                 episode = live[slot]
                 if isinstance(result, EnvCrashed):
                     stats.env_errors += 1
-                    _restart(envs[slot])
+                    restart_env(envs[slot])
                     finish(slot, Termination.ENV_ERROR, 0.0, {"env_error": str(result)})
                     continue
                 episode.steps.append(
-                    _record_step(episode, output, result, parse_error, policy_s, env_s, keep_screenshots))
+                    record_step(episode, output, result, parse_error, policy_s, env_s, keep_screenshots))
                 if isinstance(result, StepResult):
                     stats.env_steps += 1
                     episode.observation = (result.observation if keep_screenshots
                                            else result.observation.without_screenshot())
                     if result.done:
-                        finish(slot, _termination(result), 1.0 if result.success else 0.0,
+                        finish(slot, termination_of(result), 1.0 if result.success else 0.0,
                                {"raw_reward": result.info.get("raw_reward")})
                         continue
                 if len(episode.steps) >= max_steps:
@@ -164,16 +170,18 @@ def collect(
     return [results[t] for t in range(len(requests))]
 
 
-def _reset(env: GuiEnv, task: Task) -> Observation | str:
+def reset_env(env: GuiEnv, task: Task) -> Observation | str:
+    """The first screen, or the failure as text after restarting the env: a reset that fails is an env error
+    of that episode (re-run, then excluded), never an exception out of the rollout."""
     try:
         return env.reset(task)
     except Exception as exc:  # noqa: BLE001 - any reset failure is an env error, never a crash
         logger.warning("reset of %s failed: %s", task.name, exc)
-        _restart(env)
+        restart_env(env)
         return f"reset failed: {type(exc).__name__}: {exc}"
 
 
-def _step(env: GuiEnv, output: PolicyOutput) -> tuple[StepResult | Exception | None, str | None, float]:
+def step_env(env: GuiEnv, output: PolicyOutput) -> tuple[StepResult | Exception | None, str | None, float]:
     """Execute one decision; (result, invalid-action error, seconds). Unparseable output never reaches the env."""
     t0 = time.perf_counter()
     if output.action is None:
@@ -186,8 +194,8 @@ def _step(env: GuiEnv, output: PolicyOutput) -> tuple[StepResult | Exception | N
         return (exc if isinstance(exc, EnvCrashed) else EnvCrashed(f"{type(exc).__name__}: {exc}")), None, 0.0
 
 
-def _record_step(
-    episode: _Live,
+def record_step(
+    episode: LiveEpisode,
     output: PolicyOutput,
     result: StepResult | Exception | None,
     parse_error: str | None,
@@ -195,6 +203,8 @@ def _record_step(
     env_s: float,
     keep_screenshots: bool,
 ) -> Step:
+    """The step as trajectories keep it. The text is parsed again for its reason and description, and the
+    grounded description is computed only for a valid action (what milestones match against)."""
     parsed = parse_model_output(output.text)
     if output.action is None:
         parse_error = parsed.error or "output did not parse into an action"
@@ -221,7 +231,8 @@ def _record_step(
     )
 
 
-def _termination(result: StepResult) -> Termination:
+def termination_of(result: StepResult) -> Termination:
+    """How an episode that the env ended (``done``) ended."""
     if result.success:
         return Termination.SUCCESS
     if result.info.get("termination") == "max_steps":
@@ -229,7 +240,8 @@ def _termination(result: StepResult) -> Termination:
     return Termination.AGENT_STOP  # the agent's status action, or an answer the page judged wrong
 
 
-def _restart(env: GuiEnv) -> None:
+def restart_env(env: GuiEnv) -> None:
+    """Restart a crashed env; a failed restart is logged, and the next reset reports it as an env error."""
     try:
         env.restart()
     except Exception as exc:  # noqa: BLE001 - the next reset reports it again

@@ -71,12 +71,12 @@ from admire.envs.base import EnvCrashed, GuiEnv, StepResult  # noqa: E402
 from admire.integrations.verl.dataset import AGENT_NAME, task_from_row  # noqa: E402
 from admire.rl.rollout import (  # noqa: E402
     EpisodeRequest,
-    _Live,
-    _record_step,
-    _reset,
-    _restart,
-    _step,
-    _termination,
+    LiveEpisode,
+    record_step,
+    reset_env,
+    restart_env,
+    step_env,
+    termination_of,
 )
 from admire.types import Observation, Termination, Trajectory  # noqa: E402
 
@@ -294,38 +294,34 @@ class AdmireGuiAgentLoop(AgentLoopBase):
                     epoch: int, uid: str) -> _Episode:
         """One attempt at the episode, as ``admire.rl.rollout.collect`` plays it on one env."""
         keep = self.settings.keep_screenshots
-        started = time.perf_counter()
 
-        def finish(live: _Live, termination: Termination, outcome: float, info: dict[str, Any]) -> Trajectory:
-            return Trajectory(id=uuid.uuid4().hex[:16], task=request.task, goal=live.goal, steps=tuple(live.steps),
-                              outcome=outcome, termination=termination, epoch=epoch, group=request.group,
-                              info={"replica": request.replica, "wall_s": time.perf_counter() - started,
-                                    "uid": uid, **info})
+        def finish(live: LiveEpisode, termination: Termination, outcome: float, info: dict[str, Any]) -> Trajectory:
+            return live.trajectory(termination, outcome, {"uid": uid, **info}, epoch)
 
-        first = await pool.call(_reset, env, request.task)
-        if not isinstance(first, Observation):  # _reset restarted the env already
-            live = _Live(0, request, Observation(goal=""), "")
+        first = await pool.call(reset_env, env, request.task)
+        if not isinstance(first, Observation):  # reset_env restarted the env already
+            live = LiveEpisode(0, request, Observation(goal=""), "")
             return _Episode(finish(live, Termination.ENV_ERROR, 0.0, {"env_error": first}), [])
-        live = _Live(0, request, first if keep else first.without_screenshot(), first.goal)
+        live = LiveEpisode(0, request, first if keep else first.without_screenshot(), first.goal)
         turns: list[_Turn] = []
         request_id = uuid.uuid4().hex  # one per attempt: the server may keep the episode's prefix cached
         while True:
             turn, output, policy_s = await self._generate(live, request_id, sampling_params)
-            result, parse_error, env_s = await pool.call(_step, env, output)
+            result, parse_error, env_s = await pool.call(step_env, env, output)
             if isinstance(result, EnvCrashed):
-                await pool.call(_restart, env)
+                await pool.call(restart_env, env)
                 return _Episode(finish(live, Termination.ENV_ERROR, 0.0, {"env_error": str(result)}), turns)
-            live.steps.append(_record_step(live, output, result, parse_error, policy_s, env_s, keep))
+            live.steps.append(record_step(live, output, result, parse_error, policy_s, env_s, keep))
             turns.append(turn)
             if isinstance(result, StepResult):
                 live.observation = result.observation if keep else result.observation.without_screenshot()
                 if result.done:
-                    return _Episode(finish(live, _termination(result), 1.0 if result.success else 0.0,
+                    return _Episode(finish(live, termination_of(result), 1.0 if result.success else 0.0,
                                            {"raw_reward": result.info.get("raw_reward")}), turns)
             if len(live.steps) >= self.settings.max_steps:
                 return _Episode(finish(live, Termination.MAX_STEPS, 0.0, {}), turns)
 
-    async def _generate(self, live: _Live, request_id: str,
+    async def _generate(self, live: LiveEpisode, request_id: str,
                         sampling_params: dict[str, Any]) -> tuple[_Turn, PolicyOutput, float]:
         """The step's prompt ids, the server's answer, and that answer read as the ``lm`` policy reads it."""
         messages = build_messages(live.observation, live.steps, history_window=self.settings.history_window,
