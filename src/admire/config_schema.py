@@ -635,7 +635,7 @@ def check_resume_overrides(overrides: Sequence[str]) -> list[tuple[str, str]]:
     """The ``(key, value)`` pairs of resume overrides, each a known key that may change on resume; a key
     given under verl's name is returned under this project's (``trainer.test_freq`` -> ``trainer.eval_every``;
     ``trainer.logger`` -> each ``tracking.*`` key it sets)."""
-    from admire.config import canonical_key
+    from admire.config_names import canonical_key
 
     pairs = []
     known = set(known_keys())

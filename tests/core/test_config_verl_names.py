@@ -12,7 +12,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from admire.cli import main
-from admire.config import PACKAGED_CONFIGS, VERL_NAMES, load_config, load_run_config
+from admire.config import PACKAGED_CONFIGS, load_config, load_run_config
+from admire.config_names import VERL_NAMES
 from admire.config_schema import ConfigError, check_resume_overrides, validate_config
 from admire.rl.trainer import check_config
 
