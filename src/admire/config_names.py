@@ -10,6 +10,7 @@ file's ``optim.lr``).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -188,10 +189,10 @@ def _set(tree: dict[str, Any], dotted: str, value: Any) -> None:
 
 def _without(tree: dict[str, Any], dotted_keys: Any) -> dict[str, Any]:
     """A deep copy of ``tree`` without the leaves ``dotted_keys`` (sections they empty are dropped)."""
-    copy = _copy(tree)
+    trimmed = copy.deepcopy(tree)
     for dotted in dotted_keys:
         *parents, leaf = dotted.split(".")
-        path = [copy]
+        path = [trimmed]
         for part in parents:
             child = path[-1].get(part)
             if not isinstance(child, dict):
@@ -204,15 +205,7 @@ def _without(tree: dict[str, Any], dotted_keys: Any) -> dict[str, Any]:
                     if path[depth]:
                         break
                     del path[depth - 1][parents[depth - 1]]
-    return copy
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return trimmed
 
 
 def _merge_into(base: dict[str, Any], layer: dict[str, Any]) -> None:
@@ -221,7 +214,7 @@ def _merge_into(base: dict[str, Any], layer: dict[str, Any]) -> None:
         if isinstance(value, dict) and isinstance(base.get(key), dict):
             _merge_into(base[key], value)
         else:
-            base[key] = _copy(value)
+            base[key] = copy.deepcopy(value)
 
 
 def _same(a: Any, b: Any) -> bool:

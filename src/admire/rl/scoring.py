@@ -126,6 +126,15 @@ def open_bank(cfg: DictConfig, path: str | Path) -> MilestoneBank:
     return bank
 
 
+def start_bank_afresh(cfg: DictConfig, bank: MilestoneBank) -> None:
+    """A new run's bank: empty (a run killed before its first checkpoint starts afresh too) and, in static mode,
+    holding ``milestone_reward.static_path``'s lists, frozen. The CPU trainer and the verl trainer start with it."""
+    bank.rollback(0)
+    section = cfg.milestone_reward
+    if section.mode == "static" and section.static_path:
+        bank.import_json(section.static_path, freeze=True)
+
+
 # --------------------------------------------------------------------------------------------------
 # The parts, built from the config
 # --------------------------------------------------------------------------------------------------

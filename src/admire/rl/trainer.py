@@ -41,7 +41,14 @@ from admire.rewards import RewardConfig, StepJudge
 from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
 from admire.rl.ppo import PPOConfig, Sample, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
-from admire.rl.scoring import BatchScorer, build_judge, judge_metrics, judge_section, reward_metrics
+from admire.rl.scoring import (
+    BatchScorer,
+    build_judge,
+    judge_metrics,
+    judge_section,
+    reward_metrics,
+    start_bank_afresh,
+)
 from admire.runs import RunDir
 from admire.tracking import Tracker, read_metrics, truncate_metrics
 from admire.types import Task, Trajectory
@@ -99,9 +106,7 @@ def train(
             state = restore(checkpoint, policy, optimizer, bank, update_rng)
             logger.info("resuming %s at epoch %d (bank version %d)", run.path, state.epoch, bank.version)
         else:
-            bank.rollback(0)  # a run killed before its first checkpoint starts its bank afresh too
-            if cfg.milestone_reward.mode == "static" and cfg.milestone_reward.static_path:
-                bank.import_json(cfg.milestone_reward.static_path, freeze=True)
+            start_bank_afresh(cfg, bank)
         truncate_metrics(run.metrics, before_step=state.epoch)
         tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
                           project=str(OmegaConf.select(cfg, "tracking.project", default="admire")),

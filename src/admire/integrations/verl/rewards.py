@@ -39,7 +39,7 @@ from admire.embeddings import Encoder  # noqa: E402
 from admire.milestones.bank import MilestoneBank  # noqa: E402
 from admire.milestones.generator import MilestoneGenerator  # noqa: E402
 from admire.rewards import StepJudge  # noqa: E402
-from admire.rl.scoring import BatchScorer, ScoredBatch  # noqa: E402
+from admire.rl.scoring import BatchScorer, ScoredBatch, start_bank_afresh  # noqa: E402
 from admire.runs import RunDir  # noqa: E402
 from admire.types import Trajectory  # noqa: E402
 
@@ -182,9 +182,7 @@ class AdmireStepRewards:
         (and imports ``milestone_reward.static_path`` frozen in static mode), as the CPU trainer does; a
         resumed one drops the lists written after its checkpoint."""
         if global_step <= 0:
-            self.bank.rollback(0)
-            if self.cfg.milestone_reward.mode == "static" and self.cfg.milestone_reward.static_path:
-                self.bank.import_json(self.cfg.milestone_reward.static_path, freeze=True)
+            start_bank_afresh(self.cfg, self.bank)
             return
         versions = self._versions()
         if str(global_step) not in versions:
