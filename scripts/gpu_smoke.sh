@@ -39,7 +39,8 @@ OVERRIDES=(
     "trainer.logger=[console]"
     "run.dir=$OUT/runs"
     "run.name=tiny-verl"
-    "verl.overrides=['data.max_prompt_length=2048','data.max_response_length=64','actor_rollout_ref.rollout.gpu_memory_utilization=0.3','actor_rollout_ref.rollout.agent.num_workers=1']"
+    "actor_rollout_ref.model.max_new_tokens=64"
+    "verl.overrides=['data.max_prompt_length=2048','actor_rollout_ref.rollout.gpu_memory_utilization=0.3','actor_rollout_ref.rollout.agent.num_workers=1']"
 )
 
 say() {  # the command as one line to paste: arguments with quotes or spaces in double quotes

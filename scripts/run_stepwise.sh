@@ -38,7 +38,7 @@ TRAIN=(
     "trainer.n_gpus_per_node=$GPUS"
     "env.src=[remote:$URL]"
     "env.max_envs=[$PER_WORKER]"
-    "verl.overrides=['data.max_prompt_length=4096','data.max_response_length=256','actor_rollout_ref.rollout.gpu_memory_utilization=0.6','actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4','actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8','actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8','actor_rollout_ref.rollout.agent.num_workers=$AGENT_WORKERS']"
+    "verl.overrides=['actor_rollout_ref.rollout.gpu_memory_utilization=0.6','actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4','actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8','actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8','actor_rollout_ref.rollout.agent.num_workers=$AGENT_WORKERS']"
     "$@"
 )
 
