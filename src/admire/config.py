@@ -105,6 +105,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "milestone_reward.encoder": "all-MiniLM-L6-v2",
     "milestone_reward.update_rule": "shorter",
     "milestone_reward.contrast_margin": 0.0,
+    "milestone_reward.prose_threshold": None,
     "algorithm.norm_adv_by_std_in_grpo": True,
     "algorithm.std_floor": 0.0,
     "algorithm.failed_group_baseline": "mean",

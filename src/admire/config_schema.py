@@ -360,6 +360,7 @@ class MilestoneSection(_Section):
     key: Annotated[str, _choice(*MILESTONE_KEYS)]
     matcher: Annotated[str, _choice(*MATCHER_MODES)] = "sbert"
     contrast_margin: Annotated[float, Field(ge=0, le=MAX_CONTRAST_MARGIN)] | None = 0.0
+    prose_threshold: Annotated[float, Field(ge=-1, le=1)] | None = None
     encoder: Annotated[str, AfterValidator(_encoder)] = "all-MiniLM-L6-v2"
     update_rule: Annotated[str, _choice("common", "shorter")] = "shorter"
     mode: Annotated[str, _choice("adaptive", "static")]

@@ -37,7 +37,13 @@ from admire.actions import POINTER_ACTIONS, describe
 from admire.embeddings import DEFAULT_ENCODER
 from admire.milestones.bank import milestone_key
 from admire.milestones.generator import UPDATE_RULES
-from admire.milestones.matcher import DEFAULT_CONTRAST_MARGIN, MATCHER_MODES, MAX_CONTRAST_MARGIN, MatcherMode
+from admire.milestones.matcher import (
+    DEFAULT_CONTRAST_MARGIN,
+    DEFAULT_PROSE_THRESHOLD,
+    MATCHER_MODES,
+    MAX_CONTRAST_MARGIN,
+    MatcherMode,
+)
 from admire.milestones.signature import parse_signature
 from admire.milestones.slots import slot_scheme
 from admire.milestones.update import slot_values_for
@@ -90,6 +96,9 @@ class RewardConfig:
     ``contrast_margin`` (grounded matcher only) is the cosine gap by which a step must beat its
     counterfactuals (``counterfactual_descriptions``) to hit a milestone that has no signature (an LLM's
     prose); 0 — or null in a config file — turns it off and matches such milestones by the cosine alone.
+    ``prose_threshold`` (grounded matcher only) is the cosine such a milestone needs when the prose reading
+    (``milestones.prose``) finds that its words name the step's action and element; null turns the reading
+    off (the cosine and the contrast alone, as before it existed).
 
     ``progress`` defaults to ``prefix`` (issue 11, failure 6): a failure is paid k/K only on the steps up
     to its last hit, so the wrong tail after its last real checkpoint earns nothing; ``total`` is the
@@ -110,6 +119,7 @@ class RewardConfig:
     matcher: MatcherMode = "grounded"
     encoder: str = DEFAULT_ENCODER
     contrast_margin: float = DEFAULT_CONTRAST_MARGIN
+    prose_threshold: float | None = DEFAULT_PROSE_THRESHOLD
     process_enable: bool = False
     process_weight: float = 1.0
     process_decay_gamma: float = 0.99
@@ -136,6 +146,8 @@ class RewardConfig:
         if self.contrast_margin is None:  # null in a config file: the contrast is off
             object.__setattr__(self, "contrast_margin", 0.0)
         _check_range("milestone_reward.contrast_margin", self.contrast_margin, 0.0, MAX_CONTRAST_MARGIN)
+        if self.prose_threshold is not None:
+            _check_range("milestone_reward.prose_threshold", self.prose_threshold, -1.0, 1.0)
         _check_range("milestone_reward.zeta", self.zeta, 0.0, math.inf)
         _check_range("process_reward.weight", self.process_weight, -math.inf, math.inf)
         _check_range("process_reward.decay_gamma", self.process_decay_gamma, 0.0, 1.0)
@@ -198,15 +210,16 @@ _SECTION_KEYS: dict[str, dict[str, str]] = {
     "milestone_reward": {"enable": "milestone_enable", "threshold": "threshold", "weight": "milestone_weight",
                          "strategy": "strategy", "decay": "milestone_decay", "zeta": "zeta",
                          "progress": "progress", "description": "description", "key": "milestone_key",
-                         "matcher": "matcher", "encoder": "encoder", "contrast_margin": "contrast_margin"},
+                         "matcher": "matcher", "encoder": "encoder", "contrast_margin": "contrast_margin",
+                         "prose_threshold": "prose_threshold"},
     "process_reward": {"enable": "process_enable", "weight": "process_weight",
                        "decay_gamma": "process_decay_gamma"},
 }
 _FOREIGN_KEYS = {"milestone_reward": {"mode", "update_before_reward", "update_rule", "generator", "static_path",
                                        "llm"}}
-_NULL_MEANS: dict[str, Any] = {"contrast_margin": 0.0}
-"""Fields whose ``null`` in a config file has a meaning (the margin: off)."""
-_FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "float": float}.get(str(f.type), str)
+_NULL_MEANS: dict[str, Any] = {"contrast_margin": 0.0, "prose_threshold": None}
+"""Fields whose ``null`` in a config file has a meaning (the margin and the prose reading: off)."""
+_FIELD_TYPES: dict[str, type] = {f.name: {"bool": bool, "float": float, "float | None": float}.get(str(f.type), str)
                                  for f in fields(RewardConfig)}
 
 
@@ -634,6 +647,10 @@ def _match_all(
     if margin != cfg.contrast_margin:
         raise ValueError(f"the matcher's contrast margin {margin} differs from milestone_reward.contrast_margin="
                          f"{cfg.contrast_margin}: build it as Matcher(contrast_margin=cfg.contrast_margin)")
+    prose = getattr(matcher, "prose_threshold", cfg.prose_threshold)
+    if prose != cfg.prose_threshold:
+        raise ValueError(f"the matcher's prose threshold {prose} differs from milestone_reward.prose_threshold="
+                         f"{cfg.prose_threshold}: build it as Matcher(prose_threshold=cfg.prose_threshold)")
     results = matcher.match_many(items)
     if len(results) != len(items):
         raise RuntimeError(f"matcher returned {len(results)} results for {len(items)} trajectories")

@@ -368,3 +368,33 @@ def test_a_benchmark_that_opts_out_runs_only_when_named(tmp_path: Path) -> None:
     long.write_text("RUN_BY_DEFAULT = False\n\ndef main(argv):\n    return 0\n")
     assert runs_by_default(quick) and not runs_by_default(long)
     assert not runs_by_default(BENCHMARKS / "learning.py")
+
+
+def test_matcher_calibration_scores_the_shipped_matcher_in_each_setting(tmp_path: Path) -> None:
+    """On a few pairs with the real encoder: the bench's own check that its δ-search gate reproduces the
+    matcher passes, and the three settings differ where the prose reading should make them differ."""
+    from admire.benchmarks import matcher_calibration
+
+    rows = [("checked the '<value>' checkbox", "<value> checkbox unchecked", False, "other_action"),  # s 0.84
+            ("clicked the 'OK' button", "OK tapped", True, "paraphrase_named"),  # s below δ
+            ("clicked the 'Login' button", "clicked the 'Login' button", True, "grounded_same"),
+            ('typed "<v1>" into the \'Username\' field', 'typed "<v1>" into the \'Password\' field', False,
+             "grounded_field_swap")]
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"description": d, "milestone": m, "same_step": same, "kind": kind,
+                                        "domain": "web"}) + "\n" for d, m, same, kind in rows))
+    out = tmp_path / "calibration.json"
+    assert matcher_calibration.main(["--data", str(data), "--json", str(out)]) == 0
+    modes = json.loads(out.read_text())["modes"]
+    accuracy = {mode: modes[mode]["at_threshold"]["accuracy"] for mode in modes}
+    assert accuracy == {"grounded": 1.0, "grounded-no-prose": 0.5, "sbert": pytest.approx(0.25)}
+    assert modes["grounded"]["pairs.jsonl"]["n"] == 4
+
+
+def test_matcher_calibration_refuses_a_malformed_pair_file(tmp_path: Path) -> None:
+    from admire.benchmarks import matcher_calibration
+
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"description": "clicked"}\n')
+    with pytest.raises(SystemExit, match=r"pairs.jsonl:1: not a pair"):
+        matcher_calibration.main(["--data", str(data)])

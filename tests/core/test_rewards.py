@@ -768,6 +768,24 @@ def test_config_contrast_margin_key():
         RewardConfig.from_mapping({"milestone_reward": {"contrast_margin": "wide"}})
 
 
+def test_config_prose_threshold_key():
+    assert RewardConfig().prose_threshold == 0.3
+    read = RewardConfig.from_mapping({"milestone_reward": {"prose_threshold": 0.5}})
+    assert read == RewardConfig(prose_threshold=0.5)
+    assert RewardConfig.from_mapping({"milestone_reward": {"prose_threshold": None}}).prose_threshold is None
+    with pytest.raises(ValueError, match=r"milestone_reward.prose_threshold must be a finite number in \[-1.0, 1.0\]"):
+        RewardConfig.from_mapping({"milestone_reward": {"prose_threshold": 1.5}})
+    with pytest.raises(ValueError, match=r"did you mean 'milestone_reward.prose_threshold'"):
+        RewardConfig.from_mapping({"milestone_reward": {"prose_treshold": 0.3}})
+
+
+def test_score_batch_refuses_a_matcher_built_with_another_prose_threshold():
+    matcher = RecordingMatcher([make_match([None], 4)])
+    matcher.prose_threshold = None
+    with pytest.raises(ValueError, match=r"prose threshold None differs from milestone_reward.prose_threshold=0.3"):
+        score_batch([make_trajectory(1, 0.0)], {"miniwob/login-user": MILESTONES}, matcher, RewardConfig(), 0)
+
+
 def test_score_batch_refuses_a_matcher_built_with_another_contrast_margin():
     matcher = RecordingMatcher([make_match([None], 4)])
     matcher.contrast_margin = 0.0

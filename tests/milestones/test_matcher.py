@@ -325,8 +325,10 @@ PASS_V1 = "typed \"<v1>\" into the 'Password' field"
 
 def contrast_matcher(table: Mapping[str, np.ndarray], margin: float | None = 0.05,
                      mode: str = "grounded") -> tuple[Matcher, TableEncoder]:
+    """The contrast alone: the prose reading (which would anchor PROSE on the Username step) is off."""
     encoder = TableEncoder(table)
-    return Matcher(encoder, threshold=0.75, mode=mode, contrast_margin=margin), encoder  # type: ignore[arg-type]
+    return (Matcher(encoder, threshold=0.75, mode=mode, contrast_margin=margin,  # type: ignore[arg-type]
+                    prose_threshold=None), encoder)
 
 
 # The right field fits the prose best (0.9); the wrong field, as with a real encoder, nearly as well (0.8).
@@ -539,14 +541,19 @@ def test_minilm_prose_milestone_refuses_the_neighbouring_tab_and_keeps_the_right
                                                   for i in (1, 2, 3)))
     clicks = [describe(validate_action({"action_type": "click", "index": i}), tabs) for i in range(3)]
     prose = "Tab #2 clicked"
-    plain = Matcher(minilm.encoder, contrast_margin=0)
-    contrasted = Matcher(minilm.encoder)
+    plain = Matcher(minilm.encoder, contrast_margin=0, prose_threshold=None)
+    contrasted = Matcher(minilm.encoder, prose_threshold=None)
     assert contrasted.contrast_margin == 0.05
     wrong = ([clicks[0]], [prose], [], False, [[clicks[1], clicks[2]]])
     right = ([clicks[1]], [prose], [], False, [[clicks[0], clicks[2]]])
     assert plain.match_many([wrong])[0].k == 1  # measured 0.86: a false hit by the cosine alone
     assert contrasted.match_many([wrong])[0].k == 0  # Tab #2 itself was on the screen and fits better (0.92)
     assert contrasted.match_many([right])[0].k == 1  # 0.92 against 0.86 at best: the gap clears 0.05
+    # The default also reads the prose: "#2" is a number the Tab #1 step does not have, with or without a screen.
+    default = Matcher(minilm.encoder)
+    assert default.match_many([wrong[:3]])[0].prose_verdicts == ("conflict",)
+    assert default.match_many([wrong[:3]])[0].k == 0
+    assert default.match_many([right[:3]])[0].k == 1
 
 
 def test_loading_a_model_shows_no_progress_bar_and_leaves_the_switches_as_they_were(capfd) -> None:
@@ -561,3 +568,83 @@ def test_loading_a_model_shows_no_progress_bar_and_leaves_the_switches_as_they_w
     assert encoder.encode(["clicked the 'Login' button"]).shape == (1, 384)
     assert (transformers_logging.is_progress_bar_enabled(), are_progress_bars_disabled()) == before
     assert "Loading weights" not in capfd.readouterr().err
+
+
+# -- the prose reading (grounded mode, milestones without a signature) ---------------------------------
+
+NAMED = "Login button clicked"  # prose that names the step: no signature, so the reading decides
+LOGIN_CLICK = "clicked the 'Login' button"
+CANCEL_CLICK = "clicked the 'Cancel' button"
+TOGGLE_OFF = "<value> checkbox unchecked"
+TICK = "checked the '<value>' checkbox"
+
+
+def prose_matcher(table: Mapping[str, np.ndarray], **options: object) -> Matcher:
+    return Matcher(TableEncoder(table), threshold=0.75, **options)  # type: ignore[arg-type]
+
+
+def test_prose_naming_the_step_hits_at_the_prose_threshold_and_pays_its_cosine() -> None:
+    matcher = prose_matcher({NAMED: axis(0), LOGIN_CLICK: near(m0=0.4)})
+    assert matcher.prose_threshold == 0.3
+    result = matcher.match([LOGIN_CLICK], [NAMED])
+    assert result.hits == (Hit(0, NAMED, pytest.approx(0.4, abs=1e-6)),)  # r_t is the cosine (Eq. 9)
+    assert result.prose_verdicts == ("anchored",)
+    below = prose_matcher({NAMED: axis(0), LOGIN_CLICK: near(m0=0.25)}).match([LOGIN_CLICK], [NAMED])
+    assert below.k == 0 and below.prose_verdicts == ("anchored",)
+
+
+def test_prose_naming_another_action_never_hits_whatever_the_cosine() -> None:
+    matcher = prose_matcher({TOGGLE_OFF: axis(0), TICK: near(m0=0.95)})
+    result = matcher.match([TICK], [TOGGLE_OFF])
+    assert result.k == 0 and result.prose_verdicts == ("conflict",)
+    assert result.similarities == (pytest.approx(0.95, abs=1e-6),)  # what the reading turned away stays visible
+    sbert = prose_matcher({TOGGLE_OFF: axis(0), TICK: near(m0=0.95)}, mode="sbert")
+    assert sbert.match([TICK], [TOGGLE_OFF]).k == 1  # the paper's matching: the cosine alone
+    assert sbert.match([TICK], [TOGGLE_OFF]).prose_verdicts == ()
+
+
+def test_neutral_prose_needs_delta_and_the_contrast() -> None:
+    effect = "order placed"  # an effect: no action the lexicon knows, no word of the label
+    submit = "clicked the 'Submit' button"
+    matcher = prose_matcher({effect: axis(0), submit: near(m0=0.8), CANCEL_CLICK: near(m0=0.78)})
+    assert matcher.match([submit], [effect]).prose_verdicts == ("neutral",)
+    assert matcher.match([submit], [effect]).k == 1
+    crowded = matcher.match_many([([submit], [effect], (), False, [[CANCEL_CLICK]])])[0]
+    assert crowded.k == 0 and crowded.rival_similarities == (pytest.approx(0.78, abs=1e-6),)
+    low = prose_matcher({effect: axis(0), submit: near(m0=0.7)})
+    assert low.match([submit], [effect]).k == 0  # 0.7 is above the prose threshold but the prose is not anchored
+
+
+def test_an_anchored_step_skips_the_contrast_and_the_best_verdict_among_alternatives_counts() -> None:
+    matcher = prose_matcher({NAMED: axis(0), LOGIN_CLICK: near(m0=0.5), CANCEL_CLICK: near(m0=0.9),
+                             "I press login": near(m0=0.2)})
+    result = matcher.match_many([([LOGIN_CLICK], [NAMED], (), False, [[CANCEL_CLICK]])])[0]
+    assert result.k == 1  # the rival scores higher, but the words already say which button the milestone means
+    both = matcher.match([(LOGIN_CLICK, "I press login")], [NAMED])  # description mode "both"
+    assert both.k == 1 and both.similarities == (pytest.approx(0.5, abs=1e-6),)
+    wrong = matcher.match([CANCEL_CLICK], [NAMED])
+    assert wrong.k == 0 and wrong.prose_verdicts == ("conflict",)  # 0.9 > δ, but another button by name
+
+
+def test_prose_threshold_none_turns_the_reading_off() -> None:
+    table = {TOGGLE_OFF: axis(0), TICK: near(m0=0.95), NAMED: axis(1), LOGIN_CLICK: near(m1=0.5)}
+    off = prose_matcher(table, prose_threshold=None)
+    assert off.reads_prose is False
+    assert off.match([TICK], [TOGGLE_OFF]).k == 1  # the cosine alone, as before
+    assert off.match([LOGIN_CLICK], [NAMED]).k == 0
+    assert off.match([TICK], [TOGGLE_OFF]).prose_verdicts == ()
+
+
+@pytest.mark.parametrize("bad", [1.5, -2, True, "0.3"])
+def test_a_prose_threshold_outside_the_cosine_range_is_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="prose_threshold"):
+        prose_matcher({}, prose_threshold=bad)
+
+
+def test_minilm_reads_paraphrases_the_cosine_alone_misses(minilm: Matcher) -> None:
+    """With the real encoder: a paraphrase below δ hits through the reading, a contradiction above δ does not."""
+    grounded = Matcher(minilm.encoder)
+    assert grounded.similarity("clicked the 'OK' button", "OK tapped") < 0.75
+    assert grounded.match(["clicked the 'OK' button"], ["OK tapped"]).k == 1
+    assert grounded.similarity(TICK, TOGGLE_OFF) > 0.75  # measured 0.84
+    assert grounded.match([TICK], [TOGGLE_OFF]).k == 0

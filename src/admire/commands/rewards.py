@@ -509,7 +509,8 @@ def build_matcher(cfg: RewardConfig, encoder: Encoder | None, probe: Sequence[st
         return None
     from admire.milestones.matcher import Matcher
 
-    matcher = Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin)
+    matcher = Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin,
+                      prose_threshold=cfg.prose_threshold)
     try:
         matcher.embed(list(probe))
     except (RuntimeError, OSError, ImportError) as error:

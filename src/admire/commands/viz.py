@@ -122,7 +122,8 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
     if cfg.matches_milestones:
         from admire.milestones.matcher import Matcher
 
-        matcher = Matcher(threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin)
+        matcher = Matcher(threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin,
+                          prose_threshold=cfg.prose_threshold)
     history = data.milestone_history()
     done = []
     for kind, epoch in pending:

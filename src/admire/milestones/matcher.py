@@ -16,6 +16,13 @@ Two modes (``milestone_reward.matcher``):
   about except the encoder, and the encoder scores the wrong field's description nearly as high as the
   right one; what tells them apart is that the right step is the *best* fit on its screen. A step with no
   counterfactuals (no screen, no index-based action) is matched by the cosine alone, as in ``sbert``.
+  Before the cosine, the prose is read against the step's signature (``prose.py``, a lexicon of GUI
+  verbs): prose that states another action or names another element of the same role ("<value>
+  checkbox unchecked" for a tick, "the Password field" for the Username one) is not a hit whatever the
+  cosine; prose that states a compatible action and names the step's label ("Login button clicked")
+  needs only the cosine ``prose_threshold`` (0.3) and no contrast, because its words already say which
+  step it means and MiniLM scores such paraphrases at 0.70 on average, below δ in most pairs.
+  ``prose_threshold=None`` turns the reading off.
 
 Embeddings are cached by text because a batch repeats itself heavily: the same milestones for every
 trajectory of a task, and the same grounded descriptions ("clicked the 'Submit' button") in most of
@@ -39,12 +46,14 @@ from typing import Literal, get_args
 import numpy as np
 
 from admire.embeddings import CacheInfo, EmbeddingStore, Encoder, make_encoder, shared_encoder
+from admire.milestones.prose import ProseVerdict, prose_verdict
 from admire.milestones.signature import Signature, parse_signature, signatures_agree
 from admire.milestones.slots import apply_slots
 
 __all__ = [
     "DEFAULT_CONTRAST_MARGIN",
     "DEFAULT_MODE",
+    "DEFAULT_PROSE_THRESHOLD",
     "DEFAULT_THRESHOLD",
     "Hit",
     "MatchItem",
@@ -64,6 +73,11 @@ DEFAULT_MODE: MatcherMode = "grounded"
 DEFAULT_CONTRAST_MARGIN = 0.05
 """How far (in cosine) a step must beat its best counterfactual to hit a milestone without a signature
 (``milestone_reward.contrast_margin``; 0 turns the contrast off, which is the paper's matching)."""
+DEFAULT_PROSE_THRESHOLD = 0.3
+"""The cosine a milestone in prose needs when its words name the step's action and element
+(``milestone_reward.prose_threshold``; None turns the prose reading off). Measured on the labelled pairs of
+``admire bench matcher_calibration``: a paraphrase that names the step scores 0.70 on average against its
+grounded description, and unrelated steps of the same task score 0.34 (docs/method.md §7)."""
 MAX_CONTRAST_MARGIN = 2.0
 """The widest gap two cosines in [-1, 1] can have; a larger margin could never be met."""
 
@@ -110,7 +124,9 @@ class MatchResult:
     ``rival_similarities[t]`` is the best cosine of step t's counterfactuals to the milestone where the
     contrast decided (a milestone without a signature, counterfactuals given, the cosine above δ), so a
     step the margin turned away shows what beat it; None elsewhere, and empty when the contrast is off
-    (``sbert`` mode or ``contrast_margin`` 0).
+    (``sbert`` mode or ``contrast_margin`` 0). ``prose_verdicts[t]`` is how the prose reading judged step
+    t against a milestone without a signature (``anchored``: it names this step; ``conflict``: another
+    one; ``neutral``: cannot tell, the cosine decides); None elsewhere, and empty when the reading is off.
     """
 
     hits: tuple[Hit | None, ...]
@@ -119,6 +135,7 @@ class MatchResult:
     num_milestones: int
     signature_agreed: tuple[bool | None, ...] = ()
     rival_similarities: tuple[float | None, ...] = ()
+    prose_verdicts: tuple[ProseVerdict | None, ...] = ()
 
     @property
     def k(self) -> int:
@@ -138,6 +155,8 @@ class Matcher:
     shared all-MiniLM-L6-v2. ``mode`` is ``grounded`` (signature agreement and cosine > δ) or ``sbert``
     (cosine > δ, the paper's reading). ``contrast_margin`` (grounded mode) is how far a step's cosine to a
     milestone without a signature must exceed its best counterfactual's; 0 or None turns it off.
+    ``prose_threshold`` (grounded mode) is the cosine a milestone without a signature needs when the prose
+    reading finds that it names the step; None turns the reading off.
     """
 
     def __init__(
@@ -147,6 +166,7 @@ class Matcher:
         cache_size: int = 100_000,
         mode: MatcherMode = DEFAULT_MODE,
         contrast_margin: float | None = DEFAULT_CONTRAST_MARGIN,
+        prose_threshold: float | None = DEFAULT_PROSE_THRESHOLD,
     ) -> None:
         if isinstance(threshold, bool) or not isinstance(threshold, Real) or not -1.0 <= float(threshold) <= 1.0:
             raise ValueError(
@@ -162,6 +182,11 @@ class Matcher:
                 or not 0.0 <= float(contrast_margin) <= MAX_CONTRAST_MARGIN):
             raise ValueError(f"milestone_reward.contrast_margin is a cosine gap in [0, {MAX_CONTRAST_MARGIN}] "
                              f"(0 or null turns the contrast off); got {contrast_margin!r}")
+        if prose_threshold is not None and (
+                isinstance(prose_threshold, bool) or not isinstance(prose_threshold, Real)
+                or not -1.0 <= float(prose_threshold) <= 1.0):
+            raise ValueError(f"milestone_reward.prose_threshold is a cosine similarity in [-1, 1] (null turns the "
+                             f"prose reading off); got {prose_threshold!r}")
         if encoder is None:
             encoder = shared_encoder()
         elif isinstance(encoder, str):
@@ -170,6 +195,7 @@ class Matcher:
         self.threshold = float(threshold)
         self.mode: MatcherMode = mode
         self.contrast_margin = float(contrast_margin)
+        self.prose_threshold = None if prose_threshold is None else float(prose_threshold)
         self._store = EmbeddingStore(self.encoder, cache_size)
         self.cache_size = cache_size
 
@@ -218,6 +244,11 @@ class Matcher:
         """Whether counterfactuals are used at all: grounded mode with a positive margin."""
         return self.mode == "grounded" and self.contrast_margin > 0.0
 
+    @property
+    def reads_prose(self) -> bool:
+        """Whether milestones without a signature are read against the step's (grounded mode)."""
+        return self.mode == "grounded" and self.prose_threshold is not None
+
     def match_many(self, items: Sequence[MatchItem]) -> list[MatchResult]:
         """``match`` for many trajectories, with every text of the batch encoded in one go."""
         prepared = [_prepare(i, *item) for i, item in enumerate(items)]
@@ -252,9 +283,11 @@ class Matcher:
         checked: list[int | None] = []
         agreed: list[bool | None] = []
         rival_scores: list[float | None] = []
+        verdicts: list[ProseVerdict | None] = []
         pointer = 0
         for t, alternatives in enumerate(steps):
             rival_scores.append(None)
+            verdicts.append(None)
             if pointer >= len(milestones) or not alternatives:
                 hits.append(None)
                 similarities.append(None)
@@ -266,12 +299,16 @@ class Matcher:
             scores = {text: _cosine(vectors[text], target) for text in alternatives}
             wanted = parse_signature(milestone) if grounded else None
             agreeing = _agreeing(alternatives, wanted) if wanted is not None else alternatives
-            score = max(scores[text] for text in (agreeing or alternatives))
-            similarities.append(score)
             checked.append(pointer)
             agreed.append(None if wanted is None else bool(agreeing))
-            hit = bool(agreeing) and score > self.threshold
-            if hit and wanted is None and rivals is not None and rivals[t]:
+            if wanted is None and grounded and self.prose_threshold is not None:
+                verdict, score, hit = self._read_prose(alternatives, milestone, scores)
+                verdicts[t] = verdict
+            else:
+                score = max(scores[text] for text in (agreeing or alternatives))
+                verdict, hit = None, bool(agreeing) and score > self.threshold
+            similarities.append(score)
+            if hit and wanted is None and verdict != "anchored" and rivals is not None and rivals[t]:
                 # No signature says which element the milestone means: the step must be the best fit on
                 # its screen, by the margin, not merely close (the wrong field scores nearly as high).
                 rival = max(_cosine(vectors[text], target) for text in rivals[t])
@@ -283,7 +320,21 @@ class Matcher:
             else:
                 hits.append(None)
         return MatchResult(tuple(hits), tuple(similarities), tuple(checked), len(milestones),
-                           tuple(agreed) if grounded else (), tuple(rival_scores) if self.contrasts else ())
+                           tuple(agreed) if grounded else (), tuple(rival_scores) if self.contrasts else (),
+                           tuple(verdicts) if self.reads_prose else ())
+
+    def _read_prose(
+        self, alternatives: tuple[str, ...], milestone: str, scores: dict[str, float],
+    ) -> tuple[ProseVerdict, float, bool]:
+        """A milestone in prose against one step: the best verdict among the step's descriptions (anchored
+        over neutral over conflict), the cosine it is judged by, and whether that clears its bar."""
+        verdicts = {text: prose_verdict(parse_signature(text), milestone) for text in alternatives}
+        for verdict, bar in (("anchored", self.prose_threshold), ("neutral", self.threshold)):
+            texts = [text for text in alternatives if verdicts[text] == verdict]
+            if texts:
+                score = max(scores[text] for text in texts)
+                return verdict, score, score > float(bar)  # type: ignore[arg-type]
+        return "conflict", max(scores.values()), False
 
 
 def _agreeing(alternatives: tuple[str, ...], wanted: Signature) -> tuple[str, ...]:

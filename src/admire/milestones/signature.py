@@ -17,7 +17,8 @@ What "agree" forgives, and why (each is a way the same step is rendered differen
 step):
 
 * labels are compared without case, spaces and punctuation ("Log in" = "Login", "From:" = "From",
-  "Wi‑Fi" = "Wi-Fi" = "WiFi"); digits and placeholders stay, so 'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
+  "Wi‑Fi" = "Wi-Fi" = "WiFi") and with each word in the singular ('Alarms' = 'Alarm'); digits and
+  placeholders stay, so 'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
 * roles are compared by family: a 'Save' *button*, *text*, *image* or *link* is one clickable thing
   whose class name differs between renderings (an Android ImageButton or TextView, a DOM ``button``
   or ``span``), while a field, a toggle, a dropdown, a list and an app stay distinct;
@@ -207,4 +208,9 @@ def _label_key(label: str | None) -> str | None:
 
 
 def _alphanumeric(text: str) -> str:
-    return "".join(ch for ch in text.casefold() if ch.isalnum())
+    """Letters and digits only, each word in the singular ('Alarms' = 'Alarm': a renderer's plural)."""
+    return "".join(_singular("".join(ch for ch in word if ch.isalnum())) for word in text.casefold().split())
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word

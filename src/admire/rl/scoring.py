@@ -144,7 +144,7 @@ def build_matcher(reward_cfg: RewardConfig, encoder: Encoder | None = None) -> M
     """The matcher of ``milestone_reward.matcher`` (grounded | sbert) over ``milestone_reward.encoder``."""
     return Matcher(encoder=encoder if encoder is not None else make_encoder(reward_cfg.encoder),
                    threshold=reward_cfg.threshold, mode=reward_cfg.matcher,
-                   contrast_margin=reward_cfg.contrast_margin)
+                   contrast_margin=reward_cfg.contrast_margin, prose_threshold=reward_cfg.prose_threshold)
 
 
 def build_generator(cfg: DictConfig) -> MilestoneGenerator:

@@ -1,0 +1,256 @@
+"""Reading a milestone written in prose against a grounded step: does it name this step, or another?
+
+Why: a milestone an LLM paraphrased ("Login button clicked", "enter the password", "Wi-Fi turned on")
+has no signature (``signature.py``), so the grounded matcher used to fall back to the cosine alone, and
+the cosine fails both ways on such pairs. Measured with all-MiniLM-L6-v2 on the hand-labelled pairs
+(``admire bench matcher_calibration``): a prose milestone that names the step's element and action
+scores 0.70 on average against the step's grounded description, below δ = 0.75 in 60% of the pairs,
+while "<value> checkbox unchecked" scores 0.84 against "checked the '<value>' checkbox" and
+"scrolled up the results" 0.88 against a scroll down.
+
+A grounded description has a signature (verb, role, label, value), so what the prose must say is
+known. This module reads the prose with a small lexicon of GUI verbs and compares:
+
+* **conflict** — the prose states an action the step did not do (checked vs unchecked, turned on vs off,
+  scrolled up vs down, clicked a field vs typed into it, went back vs home, opened vs long-pressed), or
+  names a number or slot the step does not have ('Tab #3' for 'Tab #2', ``<v2>`` for ``<v1>``). A
+  conflicting prose milestone is not this step, whatever the cosine.
+* **anchored** — it states a compatible action and names the step's element: every content word of
+  the label ("login", "first name", ``<value>``), compared by crude stems so "Alarms" names 'Alarm'
+  and "deleted" names 'Delete'; and no other verb is left unexplained ("email deleted" against a click
+  on the email is an effect the label does not name). The matcher then needs only the lower cosine
+  ``prose_threshold``: the words already say which step it is.
+* **neutral** — neither (an effect-only milestone such as "message sent"): the cosine and the contrast
+  against the screen's other targets decide, as before.
+
+This is deliberately a lexicon, not a parser: it only ever *narrows* what the cosine may match
+(conflict) or vouches for a pair whose prose repeats the step's own label and action (anchored), and
+text it does not understand stays neutral. Words and stems are lower-case ASCII-folded; the lexicon is
+English, as the grounded grammar is.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from admire.milestones.signature import DIRECTIONS, Signature, role_family
+
+ProseVerdict = Literal["anchored", "neutral", "conflict"]
+
+_TOKEN = re.compile(r"<(?:value|v\d+)>|[a-z0-9]+", re.IGNORECASE)
+_PLACEHOLDER = re.compile(r"<(?:value|v\d+)>", re.IGNORECASE)
+_POSITIONAL = re.compile(r"<v\d+>", re.IGNORECASE)
+_STOP = frozenset({"a", "an", "the", "of", "or", "and", "to", "for", "in", "on", "at", "by", "as", "with", "from",
+                   "into", "onto", "this", "that", "it", "its", "is", "was", "be", "been", "my", "your", "their",
+                   "his", "her", "our", "s"})
+# Nouns the stemmer would read as a verb of the lexicon ("setting" → "set").
+_KEEP = {"setting": "setting", "settings": "setting"}
+# Irregular past forms an effect is written in ("email sent"), read as their verb.
+_IRREGULAR = {"sent": "send", "paid": "pay", "bought": "buy", "shown": "show", "hidden": "hide", "taken": "take",
+              "made": "make", "found": "find", "kept": "keep", "left": "leave", "begun": "begin", "done": "do"}
+# Role words prose names elements by, and the family (signature.role_family) each belongs to.
+_ROLE_WORDS = {"button": "button", "buttons": "button", "field": "field", "fields": "field", "link": "link",
+               "links": "link", "tab": "tab", "tabs": "tab", "checkbox": "checkbox", "checkboxes": "checkbox",
+               "icon": "icon", "icons": "icon", "dropdown": "dropdown", "app": "app", "folder": "folder",
+               "file": "file"}
+_DOUBLED = re.compile(r"([bgkmnprt])\1$")  # not "dd": "added" is "add"
+
+
+def stem(word: str) -> str:
+    """A crude English stem, the same on both sides of a comparison: "clicked", "clicking", "clicks"
+    → "click"; "tapped" → "tap"; "deleted", "delete" → "delet"; "Alarms" → "alarm"."""
+    word = _IRREGULAR.get(word.lower(), word.lower())
+    if word in _KEEP:
+        return _KEEP[word]
+    if _PLACEHOLDER.fullmatch(word) or word.isdigit() or len(word) <= 3:
+        return word
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            break
+    word = _DOUBLED.sub(r"\1", word)
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+
+
+def _stems(words: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in _TOKEN.findall(_fold(words)))
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
+# The GUI verbs of the lexicon, by the kind of action they state. A prose milestone may state several
+# ("long pressed" is long + click); phrases are read before single words.
+_WORDS: dict[str, tuple[str, ...]] = {
+    "click": ("click", "tap", "press", "hit", "push", "toggle"),
+    "open": ("open", "launch", "start", "switch", "expand", "go", "went", "navigate", "visit", "view", "show",
+             "load", "return"),
+    "select": ("select", "choose", "chose", "chosen", "pick", "mark", "highlight"),
+    "type": ("type", "enter", "input", "fill", "write", "wrote", "written", "set", "put", "search"),
+    "check": ("check", "tick", "enable", "activate"),
+    "uncheck": ("uncheck", "untick", "unselect", "disable", "deactivate", "clear"),
+    "scroll": ("scroll", "swipe"),
+    "answer": ("answer", "report", "respond"),
+    "declare": ("declare",),
+}
+_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("turn", "on"), "check"), (("turned", "on"), "check"), (("switch", "on"), "check"),
+    (("switched", "on"), "check"), (("turn", "off"), "uncheck"), (("turned", "off"), "uncheck"),
+    (("switch", "off"), "uncheck"), (("switched", "off"), "uncheck"),
+    (("long", "press"), "long"), (("long", "pressed"), "long"), (("long", "tap"), "long"),
+    (("long", "tapped"), "long"), (("long", "click"), "long"), (("long", "clicked"), "long"),
+    (("double", "tap"), "double"), (("double", "tapped"), "double"), (("double", "click"), "double"),
+    (("double", "clicked"), "double"),
+    (("enter", "key"), "enter"), (("pressed", "enter"), "enter"), (("press", "enter"), "enter"),
+    (("hit", "enter"), "enter"), (("go", "back"), "back"), (("went", "back"), "back"),
+    (("navigated", "back"), "back"), (("navigate", "back"), "back"), (("back", "button"), "back"),
+    (("pressed", "back"), "back"), (("press", "back"), "back"),
+    (("task", "complete"), "declare"), (("task", "completed"), "declare"),
+    (("home", "screen"), "home"), (("pressed", "home"), "home"), (("press", "home"), "home"),
+    (("went", "home"), "home"), (("go", "home"), "home"),
+)
+_STEM_KIND = {stem(word): kind for kind, words in _WORDS.items() for word in words}
+
+# What each kind of grounded step may be called in prose. The step kinds come from the signature's verb.
+_COMPATIBLE: dict[str, frozenset[str]] = {
+    "click": frozenset({"click", "open", "select", "check", "uncheck"}),
+    "click_dropdown": frozenset({"click", "open"}),  # choosing a value in a dropdown is a typed step
+    "double": frozenset({"double", "select"}),
+    "long": frozenset({"long", "select"}),
+    "check": frozenset({"check", "click", "select"}),
+    "uncheck": frozenset({"uncheck", "click"}),
+    "type": frozenset({"type"}),
+    "type_dropdown": frozenset({"type", "select"}),
+    "scroll": frozenset({"scroll"}),
+    "app": frozenset({"open", "click"}),
+    "back": frozenset({"back"}),
+    "home": frozenset({"home"}),
+    "enter": frozenset({"enter"}),
+    "answer": frozenset({"answer"}),
+    "declare": frozenset({"declare"}),
+}
+# Steps that name themselves: the kind of action is the whole step (an episode answers once).
+_SELF_NAMED = frozenset({"scroll", "back", "home", "enter", "answer", "declare"})
+
+
+@dataclass(frozen=True)
+class ProseReading:
+    """What a prose milestone states: the kinds of GUI action, every word's stem, the numbers and slots
+    it names, its direction words, the role families it names elements by ("the Password *field*"), and
+    its verb-like words (-ed, -ing) outside the lexicon."""
+
+    kinds: frozenset[str]
+    stems: frozenset[str]
+    identifiers: frozenset[str]
+    directions: frozenset[str]
+    roles: frozenset[str]
+    other_verbs: frozenset[str]
+
+
+@lru_cache(maxsize=65_536)
+def read_prose(text: str) -> ProseReading:
+    """The lexicon's reading of ``text`` (any string; unknown words are simply not verbs)."""
+    tokens = [t.lower() for t in _TOKEN.findall(_fold(text))]
+    kinds: set[str] = set()
+    in_phrase: set[int] = set()
+    for i in range(len(tokens)):
+        for phrase, kind in _PHRASES:
+            if tuple(tokens[i:i + len(phrase)]) == phrase:
+                kinds.add(kind)
+                in_phrase.update(range(i, i + len(phrase)))
+    other_verbs: set[str] = set()
+    for i, token in enumerate(tokens):
+        kind = _STEM_KIND.get(stem(token))
+        if kind is not None:
+            if i not in in_phrase:
+                kinds.add(kind)
+        elif ((token.endswith("ed") and len(token) > 4) or token in _IRREGULAR) and i not in in_phrase:
+            other_verbs.add(stem(token))
+    return ProseReading(
+        kinds=frozenset(kinds),
+        stems=frozenset(stem(t) for t in tokens),
+        identifiers=frozenset(t for t in tokens if _PLACEHOLDER.fullmatch(t) or t.isdigit()),
+        directions=frozenset(t for t in tokens if t in DIRECTIONS),
+        roles=frozenset(str(role_family(_ROLE_WORDS[t])) for t in tokens if t in _ROLE_WORDS),
+        other_verbs=frozenset(other_verbs),
+    )
+
+
+def step_kind(signature: Signature) -> str | None:
+    """The kind of action a grounded step did, as ``_COMPATIBLE`` knows them; None for steps prose is
+    not read against (a point, an element off the screen, waiting)."""
+    verb, dropdown = signature.verb, role_family(signature.role) == "dropdown"
+    if signature.role in ("point", "missing element"):
+        return None
+    if verb == "clicked":
+        return "click_dropdown" if dropdown else "click"
+    if verb == "typed":
+        return "type_dropdown" if dropdown else "type"
+    if verb.startswith(("scrolled", "swiped")):
+        return "scroll"
+    return {"double-tapped": "double", "long-pressed": "long", "checked": "check", "unchecked": "uncheck",
+            "opened": "app", "went back": "back", "went home": "home", "pressed enter": "enter",
+            "answered": "answer", "declared": "declare"}.get(verb)
+
+
+def prose_verdict(step: Signature | None, milestone: str) -> ProseVerdict:
+    """Whether the prose ``milestone`` names the grounded ``step`` (anchored), another step (conflict),
+    or cannot tell (neutral). A step without a signature, or of a kind prose is not read against, is
+    neutral."""
+    kind = step_kind(step) if step is not None else None
+    if step is None or kind is None:
+        return "neutral"
+    prose = read_prose(milestone)
+    label, value = _stems(step.label or ""), _stems(step.value or "")
+    if not prose.identifiers <= set(label) | set(value):
+        return "conflict"  # a number or slot the step does not have: 'Tab #3', <v2>
+    if kind == "scroll" and prose.directions and step.verb.split()[-1] not in prose.directions:
+        return "conflict"  # scrolled up against a scroll down
+    label_words = {w for w in label if w not in _STOP} or set(label)  # 'To' and 'From' are labels too
+    compatible = _COMPATIBLE[kind]
+    # A word of the label is the element's name, not a verb: 'Search' names the field in "search
+    # query entered", so it does not state a search.
+    stated = {k for k in prose.kinds if not _explained_by_label(k, prose, label_words)}
+    if stated and not stated & compatible:
+        return "conflict"  # clicked a field that was typed into, went home instead of back, …
+    family = role_family(step.role)
+    if family != "app" and label_words and not _names_any(prose, label_words) and family in prose.roles:
+        # An element of the same role with none of this one's name: "the Password field". (Apps are
+        # named by their kind as often as by their name: "the messaging app".)
+        return "conflict"
+    label_verbs = {verb for verb in prose.other_verbs if _names(verb, label_words)}
+    acts = bool(prose.kinds & compatible) or (bool(label_verbs) and kind in ("click", "app"))
+    if not acts or prose.other_verbs - label_verbs:
+        return "neutral"  # no action stated, or an effect the label does not name ("email deleted")
+    if kind in _SELF_NAMED:
+        return "anchored"
+    if label_words and all(_names_any(prose, {word}) for word in label_words):
+        return "anchored"
+    # A positional slot (<v1>, <v2>) is one value of the goal, typed into one field only, so naming it
+    # names the step; the single <value> of an unpositional goal could go into any field.
+    slots = {w for w in value if _POSITIONAL.fullmatch(w)}
+    if not label_words:
+        slots |= {w for w in value if _PLACEHOLDER.fullmatch(w)}  # an unlabelled field: the value is all there is
+    return "anchored" if slots and slots <= prose.stems else "neutral"
+
+
+def _names(prose_stem: str, label_words: set[str]) -> bool:
+    """Whether a stem of the prose is a word of the label, allowing one letter more: the doubled
+    consonant of "starred", "cancelled" against 'Star', 'Cancel'."""
+    return any(prose_stem == word or (prose_stem.startswith(word) and len(prose_stem) == len(word) + 1
+                                      and len(word) >= 3) for word in label_words)
+
+
+def _names_any(prose: ProseReading, words: set[str]) -> bool:
+    return any(_names(s, words) for s in prose.stems)
+
+
+def _explained_by_label(kind: str, prose: ProseReading, label_words: set[str]) -> bool:
+    """Whether every word that gave the prose this kind of action is a word of the step's label."""
+    hits = {stem(w) for w in _WORDS.get(kind, ())} & prose.stems
+    return bool(hits) and hits <= label_words
