@@ -217,12 +217,26 @@ def test_a_hung_step_times_out_and_the_env_is_replaced() -> None:
         release.set()
 
 
+class HeldRestartEnv(SickEnv):
+    """A sick env whose restart waits for the test: otherwise a fast restart can make device 0 idle (and
+    healthy) again before the lease looks at device 1, and leasing it then would be right."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.may_restart = threading.Event()
+
+    def restart(self) -> None:
+        self.may_restart.wait(30)
+        super().restart()
+
+
 def test_an_unhealthy_device_is_not_leased_but_restarted() -> None:
-    factory = RecordingFactory(SickEnv)
+    factory = RecordingFactory(HeldRestartEnv)
     with make_pool(factory, num_devices=2) as pool:
         factory.envs[0].sick_checks = 1
         start = pool.create_session(form_task())
         assert start.device_id == 1
+        factory.envs[0].may_restart.set()
         assert pool.settle(30)
         assert (pool.devices()[0].state, pool.devices()[0].restarts) == ("idle", 1)
         assert factory.envs[0].restarts == 1
