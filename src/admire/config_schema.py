@@ -266,6 +266,7 @@ class ModelSection(BaseModel):
     hidden_size: PosInt | None = None
     prior_strength: NonNeg | None = None
     encoder: Annotated[str, AfterValidator(_encoder)] | None = None  # the dom policy's (admire.embeddings)
+    block_features: bool | None = None  # the dom policy's list-item features (agent.features)
 
 
 class WarmStartSection(_Section):

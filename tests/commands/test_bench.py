@@ -163,7 +163,9 @@ def test_every_variant_builds_its_own_overrides(learning: ModuleType, tmp_path: 
         assert keys["env.suite"] == "miniwob-long"
         assert keys["trainer.total_epochs"] == "40" and keys["trainer.total_env_steps"] == "5000"
         assert keys["actor_rollout_ref.warm_start.enable"] == "true"
-        assert keys["actor_rollout_ref.warm_start.suite"] == "miniwob-long-warmstart"
+        assert keys["actor_rollout_ref.warm_start.suite"] == "miniwob-long-warmstart-lists"
+        assert keys["actor_rollout_ref.model.block_features"] == "true"  # the suite's own keys
+        assert keys["env.max_steps"] == "24"
         assert keys["env.max_envs"] == "[2]"  # --set beats the base
         assert len(keys) == len(spec.overrides)  # no key twice (Hydra refuses duplicates)
         for override in learning.VARIANTS[spec.variant]:

@@ -54,7 +54,7 @@ def test_registering_a_second_oracle_for_a_task_is_refused():
 
 def test_every_task_of_the_curated_suites_has_an_oracle():
     for name in ("miniwob-smoke", "miniwob-demo", "miniwob-multistep", "miniwob-warmstart", "miniwob-long",
-                 "miniwob-long-warmstart"):
+                 "miniwob-long-warmstart", "miniwob-long-warmstart-lists"):
         missing = [t for t in get_suite(name).templates if t not in oracle_tasks()]
         assert missing == [], f"{name} lists tasks no oracle solves: {missing}"
 
@@ -103,9 +103,10 @@ def test_oracle_solves_its_task_on_20_eval_seeds(miniwob_env, template):
 # --------------------------------------------------------------------------------------------------
 
 def test_the_long_suite_and_its_warm_start_share_no_task():
-    long, warm = get_suite("miniwob-long"), get_suite("miniwob-long-warmstart")
+    long = get_suite("miniwob-long")
     assert len(long.tasks) >= 6
-    assert set(long.tasks).isdisjoint(warm.tasks)
+    for warm in ("miniwob-long-warmstart", "miniwob-long-warmstart-lists"):
+        assert set(long.tasks).isdisjoint(get_suite(warm).tasks), warm
 
 
 def test_an_element_below_the_fold_is_scrolled_to_before_it_is_clicked():

@@ -31,7 +31,7 @@ from torch import nn
 from admire.actions import element_phrase, format_output, parse_model_output
 from admire.agent.base import Decision, PolicyOutput
 from admire.agent.candidates import DEFAULT_MAX_CANDIDATES, Candidate
-from admire.agent.features import FEATURE_INDEX, NUM_FEATURES, FeatureBuilder, ScreenFeatures
+from admire.agent.features import FEATURE_INDEX, FeatureBuilder, ScreenFeatures
 from admire.agent.spans import DEFAULT_MAX_SPANS
 from admire.embeddings import DEFAULT_CACHE_SIZE, DEFAULT_ENCODER, EmbeddingCache, Encoder, make_encoder
 from admire.types import Action, Observation, Step
@@ -112,6 +112,7 @@ class DomPolicy(nn.Module):
         encoder: Encoder | str = DEFAULT_ENCODER,
         embedding_dim: int = EMBEDDING_DIM,
         embedding_cache_size: int = DEFAULT_CACHE_SIZE,
+        block_features: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("hidden_size", hidden_size), ("projection_dim", projection_dim),
@@ -120,16 +121,19 @@ class DomPolicy(nn.Module):
                 raise ValueError(f"the dom policy needs a positive {name}, got {value}")
         self.config = {"hidden_size": int(hidden_size), "projection_dim": int(projection_dim),
                        "seed": int(seed), "max_candidates": int(max_candidates), "max_spans": int(max_spans),
-                       "prior_strength": float(prior_strength), "embedding_dim": int(embedding_dim)}
+                       "prior_strength": float(prior_strength), "embedding_dim": int(embedding_dim),
+                       "block_features": bool(block_features)}
         self.embedding_dim = int(embedding_dim)
         # ``encoder`` is the config key actor_rollout_ref.model.encoder (a name or a model directory, as
         # milestone_reward.encoder) or an Encoder object; the same name shares one model with the matcher.
         self.embeddings = EmbeddingCache(make_encoder(encoder) if isinstance(encoder, str) else encoder,
                                          capacity=embedding_cache_size)
-        self.features = FeatureBuilder(self.embeddings, max_candidates=max_candidates, max_spans=max_spans)
+        self.features = FeatureBuilder(self.embeddings, max_candidates=max_candidates, max_spans=max_spans,
+                                       block_features=bool(block_features))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.scorer = CandidateScorer(NUM_FEATURES, self.embedding_dim, projection_dim, hidden_size)
+            self.scorer = CandidateScorer(self.features.num_features, self.embedding_dim, projection_dim,
+                                          hidden_size)
             if prior_strength:
                 self._apply_prior(float(prior_strength))
         self._sampler = torch.Generator().manual_seed(int(seed))
@@ -236,7 +240,7 @@ class DomPolicy(nn.Module):
         if dims != {self.embedding_dim}:
             raise ValueError(f"the sentence encoder gives {sorted(dims)}-dimensional embeddings but the "
                              f"policy was built for {self.embedding_dim}; pass embedding_dim= to match it")
-        numeric = np.zeros((batch, width, NUM_FEATURES), dtype=np.float32)
+        numeric = np.zeros((batch, width, self.features.num_features), dtype=np.float32)
         element = np.zeros((batch, width, self.embedding_dim), dtype=np.float32)
         span = np.zeros((batch, width, self.embedding_dim), dtype=np.float32)
         mask = np.zeros((batch, width), dtype=bool)
@@ -260,7 +264,8 @@ class DomPolicy(nn.Module):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         config = state.get("config", {})
         mismatched = {k: (v, self.config.get(k)) for k, v in config.items()
-                      if k in ("hidden_size", "projection_dim", "embedding_dim") and self.config.get(k) != v}
+                      if k in ("hidden_size", "projection_dim", "embedding_dim", "block_features")
+                      and self.config.get(k, False) != v}
         if mismatched:
             details = ", ".join(f"{k}: checkpoint {a} vs policy {b}" for k, (a, b) in mismatched.items())
             raise ValueError(f"this checkpoint was saved by a differently shaped dom policy ({details}); "
@@ -271,7 +276,7 @@ class DomPolicy(nn.Module):
 
     def _apply_prior(self, strength: float) -> None:
         with torch.no_grad():
-            weights = torch.zeros(NUM_FEATURES)
+            weights = torch.zeros(self.features.num_features)
             for name, value in PRIOR_WEIGHTS.items():
                 weights[FEATURE_INDEX[name]] = value * strength
             self.scorer.linear.weight.copy_(weights.unsqueeze(0))

@@ -69,7 +69,13 @@ BASE_OVERRIDES: tuple[str, ...] = (
     "trainer.keep_checkpoints=1",
 )
 # Suites that start RL from the behaviour-cloned warm start by default, and the suite it imitates.
-WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart"}
+WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lists"}
+# What a suite's runs need besides (before --set): miniwob-long's lists need the dom policy's list-item
+# features, which the longer warm start teaches, and its longest oracle path is 15 steps.
+SUITE_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "miniwob-long": ("actor_rollout_ref.model.block_features=true", "actor_rollout_ref.warm_start.epochs=20",
+                     "env.max_steps=24"),
+}
 QUICK_SUITE = "miniwob-smoke"
 QUICK_OVERRIDES: tuple[str, ...] = (
     "trainer.tasks_per_epoch=3",
@@ -130,7 +136,7 @@ def common_overrides(suite: str, *, epochs: int | None = None, env_steps: int | 
                      warm_start: bool | None = None, quick: bool = False,
                      extra: Sequence[str] = ()) -> list[str]:
     """What every run of one invocation shares: the base, the suite and budget, then ``--set``."""
-    suite_keys = [f"env.suite={suite}"]
+    suite_keys = [f"env.suite={suite}", *SUITE_OVERRIDES.get(suite, ())]
     if warm_start is None:
         warm_start = suite in WARM_START_SUITES
     if warm_start:
