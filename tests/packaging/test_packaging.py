@@ -191,8 +191,9 @@ def test_installed_package_lists_and_runs_its_benchmarks(core_venv: Path, tmp_pa
     learning = run([str(core_venv / "admire"), "bench", "learning", "--help"], cwd=tmp_path)
     assert learning.returncode == 0 and "1/1 benchmarks ok" in learning.stdout, learning.stderr
     data = run([str(core_venv / "python"), "-c", "import admire.benchmarks.matcher_calibration as m; "
-                "print(m.DATA.is_file(), m.DATA.is_relative_to(m.__file__.rsplit('/', 1)[0]))"], cwd=tmp_path)
-    assert data.stdout.split() == ["True", "True"], data.stderr
+                "print(len(m.DATA), all(p.is_file() for p in m.DATA), "
+                "all(p.is_relative_to(m.__file__.rsplit('/', 1)[0]) for p in m.DATA))"], cwd=tmp_path)
+    assert data.stdout.split() == ["3", "True", "True"], data.stderr
 
 
 def test_core_only_virtualenv_runs_admire_rewards(core_venv: Path, tmp_path: Path) -> None:
