@@ -166,6 +166,7 @@ def test_every_variant_builds_its_own_overrides(learning: ModuleType, tmp_path: 
         assert keys["actor_rollout_ref.warm_start.suite"] == "miniwob-long-warmstart-lists"
         assert keys["actor_rollout_ref.model.block_features"] == "true"  # the suite's own keys
         assert keys["env.max_steps"] == "24" and keys["actor_rollout_ref.actor.max_kl"] == "0.1"
+        assert keys["actor_rollout_ref.actor.lr"] == "0.003"
         assert keys["env.max_envs"] == "[2]"  # --set beats the base
         assert len(keys) == len(spec.overrides)  # no key twice (Hydra refuses duplicates)
         for override in learning.VARIANTS[spec.variant]:
