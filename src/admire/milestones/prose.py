@@ -142,7 +142,7 @@ _SELF_NAMED = frozenset({"scroll", "back", "home", "enter", "answer", "declare"}
 class ProseReading:
     """What a prose milestone states: the kinds of GUI action, every word's stem, the numbers and slots
     it names, its direction words, the role families it names elements by ("the Password *field*"), and
-    its verb-like words (-ed, -ing) outside the lexicon."""
+    its past forms outside the lexicon ("deleted", "sent"), which state an effect."""
 
     kinds: frozenset[str]
     stems: frozenset[str]
