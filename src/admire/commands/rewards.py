@@ -507,10 +507,9 @@ def build_matcher(cfg: RewardConfig, encoder: Encoder | None, probe: Sequence[st
     """
     if probe is None or encoder is None:
         return None
-    from admire.milestones.matcher import Matcher
+    from admire.rl.scoring import build_matcher as matcher_of
 
-    matcher = Matcher(encoder, threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin,
-                      prose_threshold=cfg.prose_threshold)
+    matcher = matcher_of(cfg, encoder)
     try:
         matcher.embed(list(probe))
     except (RuntimeError, OSError, ImportError) as error:
