@@ -119,7 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from admire.embeddings import make_encoder
     from admire.milestones.matcher import DEFAULT_PROSE_THRESHOLD, Matcher
-    from admire.milestones.prose import prose_verdict
     from admire.milestones.signature import parse_signature, signatures_agree
 
     pairs = [pair for path in args.data for pair in load_pairs(path)]
@@ -135,19 +134,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     has_signature = np.array([parse_signature(p.milestone) is not None for p in pairs])
 
     # Each setting as "always | (gate & s > δ)": the gate says where δ decides, ``always`` the hits δ
-    # cannot change (anchored prose above prose_threshold). This lets best δ be searched without
-    # re-matching; at δ it must reproduce the matcher exactly, which is checked below.
+    # cannot change (anchored prose above prose_threshold, as the grounded matcher's own verdicts say).
+    # This lets best δ be searched without re-matching; at δ it must reproduce the matcher exactly,
+    # which is checked below.
+    results_of = {mode: matcher.match_many([([p.description], [p.milestone], ()) for p in pairs])
+                  for mode, matcher in matchers.items()}
+    hits = {mode: np.array([result.k == 1 for result in matched]) for mode, matched in results_of.items()}
+    verdicts = [result.prose_verdicts[0] for result in results_of["grounded"]]
     agree = np.array([signatures_agree(parse_signature(p.description), parse_signature(p.milestone))
                       for p in pairs])
-    verdicts = [None if sig else prose_verdict(parse_signature(p.description), p.milestone)
-                for p, sig in zip(pairs, has_signature, strict=True)]
     neutral = np.array([v == "neutral" for v in verdicts])
     anchored = np.array([v == "anchored" for v in verdicts]) & (similarities > DEFAULT_PROSE_THRESHOLD)
     nothing = np.zeros(len(pairs), dtype=bool)
     settings = {"grounded": (np.where(has_signature, agree, neutral), anchored),
                 "grounded-no-prose": (np.where(has_signature, agree, True), nothing),
                 "sbert": (np.ones(len(pairs), dtype=bool), nothing)}
-    hits = {mode: _hits(matcher, pairs) for mode, matcher in matchers.items()}
     for mode, (gate, always) in settings.items():
         expected = always | (gate & (similarities > args.threshold))
         if not np.array_equal(hits[mode], expected):
@@ -212,12 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "by_kind": breakdown,
         }, indent=2))
     return 0
-
-
-def _hits(matcher: object, pairs: Sequence[Pair]) -> np.ndarray:
-    """Whether the matcher hits each pair's milestone with its description, all pairs in one batch."""
-    results = matcher.match_many([([p.description], [p.milestone], ()) for p in pairs])  # type: ignore[attr-defined]
-    return np.array([result.k == 1 for result in results])
 
 
 def _print_row(name: str, row: Scores) -> None:

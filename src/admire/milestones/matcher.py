@@ -301,7 +301,7 @@ class Matcher:
             agreeing = _agreeing(alternatives, wanted) if wanted is not None else alternatives
             checked.append(pointer)
             agreed.append(None if wanted is None else bool(agreeing))
-            if wanted is None and grounded and self.prose_threshold is not None:
+            if wanted is None and self.reads_prose:
                 verdict, score, hit = self._read_prose(alternatives, milestone, scores)
                 verdicts[t] = verdict
             else:

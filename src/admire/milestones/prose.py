@@ -114,7 +114,8 @@ _PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("home", "screen"), "home"), (("pressed", "home"), "home"), (("press", "home"), "home"),
     (("went", "home"), "home"), (("go", "home"), "home"),
 )
-_STEM_KIND = {stem(word): kind for kind, words in _WORDS.items() for word in words}
+_KIND_STEMS = {kind: frozenset(stem(word) for word in words) for kind, words in _WORDS.items()}
+_STEM_KIND = {word: kind for kind, words in _KIND_STEMS.items() for word in words}
 
 # What each kind of grounded step may be called in prose. The step kinds come from the signature's verb.
 _COMPATIBLE: dict[str, frozenset[str]] = {
@@ -198,10 +199,12 @@ def step_kind(signature: Signature) -> str | None:
             "answered": "answer", "declared": "declare"}.get(verb)
 
 
+@lru_cache(maxsize=65_536)
 def prose_verdict(step: Signature | None, milestone: str) -> ProseVerdict:
     """Whether the prose ``milestone`` names the grounded ``step`` (anchored), another step (conflict),
     or cannot tell (neutral). A step without a signature, or of a kind prose is not read against, is
-    neutral."""
+    neutral. Cached like the signatures: a batch compares the same descriptions with the same milestones
+    over and over."""
     kind = step_kind(step) if step is not None else None
     if step is None or kind is None:
         return "neutral"
@@ -252,5 +255,5 @@ def _names_any(prose: ProseReading, words: set[str]) -> bool:
 
 def _explained_by_label(kind: str, prose: ProseReading, label_words: set[str]) -> bool:
     """Whether every word that gave the prose this kind of action is a word of the step's label."""
-    hits = {stem(w) for w in _WORDS.get(kind, ())} & prose.stems
+    hits = _KIND_STEMS.get(kind, frozenset()) & prose.stems
     return bool(hits) and hits <= label_words
