@@ -15,11 +15,18 @@ known. This module reads the prose with a small lexicon of GUI verbs and compare
   scrolled up vs down, clicked a field vs typed into it, went back vs home, opened vs long-pressed), or
   names a number or slot the step does not have ('Tab #3' for 'Tab #2', ``<v2>`` for ``<v1>``). A
   conflicting prose milestone is not this step, whatever the cosine.
+  It also conflicts when it names the twin of the step's control: a label word's opposite without the
+  word itself ("Sign In clicked" against 'Sign Up', "marked as read" against 'Mark as unread').
 * **anchored** — it states a compatible action and names the step's element: every content word of
   the label ("login", "first name", ``<value>``), compared by crude stems so "Alarms" names 'Alarm'
-  and "deleted" names 'Delete'; and no other verb is left unexplained ("email deleted" against a click
-  on the email is an effect the label does not name). The matcher then needs only the lower cosine
-  ``prose_threshold``: the words already say which step it is.
+  and "deleted" names 'Delete', with one spelling for British and American forms and common
+  abbreviations ('Qty', 'Prev'), the parts of a hyphenated label kept ('Check-in' is not 'Check-out')
+  and a few names prose gives one-word or symbol labels (a 'To' field holds the recipient or the
+  destination, '×' is multiply); and no other verb is left unexplained ("email deleted" against a click
+  on the email is an effect the label does not name). A step whose label the prose does not name is
+  anchored by its positional slot alone ("typed <v1>") only when the prose names no other element
+  ("typed <v1> as the event location" against 'Event title' is a slot in another field). The matcher
+  then needs only the lower cosine ``prose_threshold``: the words already say which step it is.
 * **neutral** — neither (an effect-only milestone such as "message sent"): the cosine and the contrast
   against the screen's other targets decide, as before.
 
@@ -37,13 +44,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from admire.milestones.signature import DIRECTIONS, Signature, role_family
+from admire.milestones.signature import DIRECTIONS, Signature, canonical_word, role_family
 
 ProseVerdict = Literal["anchored", "neutral", "conflict"]
 
 _TOKEN = re.compile(r"<(?:value|v\d+)>|[a-z0-9]+", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<(?:value|v\d+)>", re.IGNORECASE)
 _POSITIONAL = re.compile(r"<v\d+>", re.IGNORECASE)
+_HYPHENATED = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+", re.IGNORECASE)
 _STOP = frozenset({"a", "an", "the", "of", "or", "and", "to", "for", "in", "on", "at", "by", "as", "with", "from",
                    "into", "onto", "this", "that", "it", "its", "is", "was", "be", "been", "my", "your", "their",
                    "his", "her", "our", "s"})
@@ -64,10 +72,13 @@ def stem(word: str) -> str:
     """A crude English stem, the same on both sides of a comparison: "clicked", "clicking", "clicks"
     → "click"; "tapped" → "tap"; "deleted", "delete" → "delet"; "Alarms" → "alarm"."""
     word = _IRREGULAR.get(word.lower(), word.lower())
+    word = canonical_word(word)
     if word in _KEEP:
         return _KEEP[word]
     if _PLACEHOLDER.fullmatch(word) or word.isdigit() or len(word) <= 3:
         return word
+    if len(word) > 4 and word.endswith(("ied", "ies")):
+        return word[:-3] + "y"  # "applied", "replies" → "apply", "reply"
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
             word = word[: -len(suffix)]
@@ -142,8 +153,9 @@ _SELF_NAMED = frozenset({"scroll", "back", "home", "enter", "answer", "declare"}
 @dataclass(frozen=True)
 class ProseReading:
     """What a prose milestone states: the kinds of GUI action, every word's stem, the numbers and slots
-    it names, its direction words, the role families it names elements by ("the Password *field*"), and
-    its past forms outside the lexicon ("deleted", "sent"), which state an effect."""
+    it names, its direction words, the role families it names elements by ("the Password *field*"), its
+    past forms outside the lexicon ("deleted", "sent"), which state an effect, and its ``content``: the
+    stems left once stop words, verbs, role words, slots and numbers are taken out (what it names)."""
 
     kinds: frozenset[str]
     stems: frozenset[str]
@@ -151,6 +163,7 @@ class ProseReading:
     directions: frozenset[str]
     roles: frozenset[str]
     other_verbs: frozenset[str]
+    content: frozenset[str]
 
 
 @lru_cache(maxsize=65_536)
@@ -179,6 +192,10 @@ def read_prose(text: str) -> ProseReading:
         directions=frozenset(t for t in tokens if t in DIRECTIONS),
         roles=frozenset(str(role_family(_ROLE_WORDS[t])) for t in tokens if t in _ROLE_WORDS),
         other_verbs=frozenset(other_verbs),
+        content=frozenset(stem(t) for i, t in enumerate(tokens)
+                          if t not in _STOP and t not in _ROLE_WORDS and i not in in_phrase
+                          and not _PLACEHOLDER.fullmatch(t) and not t.isdigit()
+                          and _STEM_KIND.get(stem(t)) is None and stem(t) not in other_verbs),
     )
 
 
@@ -209,12 +226,18 @@ def prose_verdict(step: Signature | None, milestone: str) -> ProseVerdict:
     if step is None or kind is None:
         return "neutral"
     prose = read_prose(milestone)
-    label, value = _stems(step.label or ""), _stems(step.value or "")
+    label, value = _stems(_SYMBOL_NAMES.get((step.label or "").strip(), step.label or "")), _stems(step.value or "")
     if not prose.identifiers <= set(label) | set(value):
         return "conflict"  # a number or slot the step does not have: 'Tab #3', <v2>
     if kind == "scroll" and prose.directions and step.verb.split()[-1] not in prose.directions:
         return "conflict"  # scrolled up against a scroll down
-    label_words = {w for w in label if w not in _STOP} or set(label)  # 'To' and 'From' are labels too
+    # Stop words are not names ("Add to cart"), except a label that is one ('To', 'From') and the parts of
+    # a hyphenated word: 'Check-in' is not 'Check-out'.
+    joined = {stem(part) for word in _HYPHENATED.findall(_fold(step.label or "")) for part in word.split("-")}
+    label_words = {w for w in label if w not in _STOP or w in joined} or set(label)
+    if any(opposite in prose.stems and word not in prose.stems
+           for word in label for opposite in _OPPOSITES.get(word, ())):
+        return "conflict"  # "Sign In clicked" against 'Sign Up', "marked as read" against 'Mark as unread'
     compatible = _COMPATIBLE[kind]
     # A word of the label is the element's name, not a verb: 'Search' names the field in "search
     # query entered", so it does not state a search.
@@ -239,14 +262,48 @@ def prose_verdict(step: Signature | None, milestone: str) -> ProseVerdict:
     slots = {w for w in value if _POSITIONAL.fullmatch(w)}
     if not label_words:
         slots |= {w for w in value if _PLACEHOLDER.fullmatch(w)}  # an unlabelled field: the value is all there is
-    return "anchored" if slots and slots <= prose.stems else "neutral"
+    if not slots or not slots <= prose.stems:
+        return "neutral"
+    # ... unless the prose also names an element the label does not: "typed <v1> as the event location"
+    # against 'Event title' puts the slot in another field.
+    return "anchored" if _unnamed_content(prose, label_words) == set() else "neutral"
+
+
+def _unnamed_content(prose: ProseReading, label_words: set[str]) -> set[str]:
+    """Content words of the prose that are neither a verb of the lexicon, a role word, a slot nor a word
+    of the label or part of one ("name" of 'Username')."""
+    return {s for s in prose.content
+            if not _names(s, label_words) and not (len(s) >= 3 and any(s in word for word in label_words))}
+
+
+# Words that name the other one of a pair of controls: a label with one, read against prose with the
+# other (and not the label's), names the twin ('Sign in' / "Sign up clicked", 'Unmute' / "muted").
+_OPPOSITE_PAIRS = (("in", "out"), ("in", "up"), ("up", "down"), ("on", "off"), ("next", "previous"),
+                   ("yes", "no"), ("accept", "decline"), ("accept", "reject"), ("allow", "deny"),
+                   ("show", "hide"), ("lock", "unlock"), ("mute", "unmute"), ("follow", "unfollow"),
+                   ("like", "unlike"), ("like", "dislike"), ("subscribe", "unsubscribe"), ("read", "unread"),
+                   ("pin", "unpin"), ("archive", "unarchive"), ("block", "unblock"), ("min", "max"),
+                   ("first", "last"), ("increase", "decrease"))
+_OPPOSITES: dict[str, frozenset[str]] = {}
+for _one, _other in _OPPOSITE_PAIRS:
+    _OPPOSITES[stem(_one)] = _OPPOSITES.get(stem(_one), frozenset()) | {stem(_other)}
+    _OPPOSITES[stem(_other)] = _OPPOSITES.get(stem(_other), frozenset()) | {stem(_one)}
+
+# What prose calls the fields and keys a label names in one word or a symbol: a 'To' field is where
+# the recipient or destination goes, a calculator's '×' is "multiply".
+_SYMBOL_NAMES = {"=": "equals", "+": "plus", "-": "minus", "×": "multiply", "÷": "divide", "%": "percent"}
+_SYNONYMS = {stem(word): frozenset(stem(s) for s in synonyms) for word, synonyms in {
+    "to": ("recipient", "destination"), "from": ("sender", "origin", "departure"),
+    "multiply": ("times",), "equals": ("equal",), "plus": ("add",), "minus": ("subtract",),
+}.items()}
 
 
 def _names(prose_stem: str, label_words: set[str]) -> bool:
-    """Whether a stem of the prose is a word of the label, allowing one letter more: the doubled
-    consonant of "starred", "cancelled" against 'Star', 'Cancel'."""
-    return any(prose_stem == word or (prose_stem.startswith(word) and len(prose_stem) == len(word) + 1
-                                      and len(word) >= 3) for word in label_words)
+    """Whether a stem of the prose is a word of the label, allowing one letter more (the doubled
+    consonant of "starred", "cancelled" against 'Star', 'Cancel') and the synonyms of ``_SYNONYMS``."""
+    return any(prose_stem == word or prose_stem in _SYNONYMS.get(word, ())
+               or (prose_stem.startswith(word) and len(prose_stem) == len(word) + 1 and len(word) >= 3)
+               for word in label_words)
 
 
 def _names_any(prose: ProseReading, words: set[str]) -> bool:

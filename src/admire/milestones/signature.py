@@ -17,8 +17,9 @@ What "agree" forgives, and why (each is a way the same step is rendered differen
 step):
 
 * labels are compared without case, spaces and punctuation ("Log in" = "Login", "From:" = "From",
-  "Wi‑Fi" = "Wi-Fi" = "WiFi") and with each word in the singular ('Alarms' = 'Alarm'); digits and
-  placeholders stay, so 'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
+  "Wi‑Fi" = "Wi-Fi" = "WiFi"), with each word in the singular ('Alarms' = 'Alarm') and in one spelling
+  ('Favourites' = 'Favorites', 'Qty' = 'Quantity': ``WORD_ALIASES``); digits and placeholders stay, so
+  'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
 * roles are compared by family: a 'Save' *button*, *text*, *image* or *link* is one clickable thing
   whose class name differs between renderings (an Android ImageButton or TextView, a DOM ``button``
   or ``span``), while a field, a toggle, a dropdown, a list and an app stay distinct;
@@ -209,7 +210,28 @@ def _label_key(label: str | None) -> str | None:
 
 def _alphanumeric(text: str) -> str:
     """Letters and digits only, each word in the singular ('Alarms' = 'Alarm': a renderer's plural)."""
-    return "".join(_singular("".join(ch for ch in word if ch.isalnum())) for word in text.casefold().split())
+    return "".join(canonical_word(_singular("".join(ch for ch in word if ch.isalnum())))
+                   for word in text.casefold().split())
+
+
+# One spelling for words a label may be rendered in two ways (British and American spelling, common UI
+# abbreviations): 'Favourites' = 'Favorites', 'Qty' = 'Quantity'. Only abbreviations with one reading:
+# not "min" (minute or minimum) or "no" (number or the answer).
+WORD_ALIASES = {
+    "favourite": "favorite", "colour": "color", "centre": "center", "catalogue": "catalog",
+    "dialogue": "dialog", "licence": "license", "organise": "organize", "customise": "customize",
+    "qty": "quantity", "prev": "previous", "msg": "message", "pwd": "password", "passwd": "password",
+    "info": "information", "pic": "picture", "img": "image", "addr": "address", "acct": "account",
+}
+
+
+def canonical_word(word: str) -> str:
+    """``word`` (lower-case) in the spelling of ``WORD_ALIASES``, a plural kept plural ("msgs" → "messages")."""
+    if word in WORD_ALIASES:
+        return WORD_ALIASES[word]
+    if word.endswith("s") and word[:-1] in WORD_ALIASES:
+        return WORD_ALIASES[word[:-1]] + "s"
+    return word
 
 
 def _singular(word: str) -> str:
