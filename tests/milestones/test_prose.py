@@ -40,6 +40,12 @@ SCROLL_DOWN = "scrolled down in the 'Results' list"
     ("pressed Enter", "pressed the Enter key"),
     ('typed "<value>" into the \'Search\' field', "search query entered"),  # 'Search' names the field
     ("clicked the 'Search' button", "search started"),
+    ('typed "<value>" into the \'To\' field', "recipient <value> entered"),  # what prose calls a 'To' field
+    ('typed "<value>" into the \'From:\' field', "origin set to <value>"),
+    ("clicked the '×' button", "multiply pressed"),  # a symbol's name
+    ("clicked the 'Prev' button", "went to the previous month"),  # an abbreviation
+    ("clicked the 'Apply filters' button", "filters applied"),  # "applied" is "apply"
+    ('typed "<v1>" into the \'Check-in\' field', "check-in date set to <v1>"),
 ])
 def test_prose_that_names_the_step_and_a_compatible_action_is_anchored(description: str, milestone: str) -> None:
     assert verdict(description, milestone) == "anchored"
@@ -60,6 +66,9 @@ def test_prose_that_names_the_step_and_a_compatible_action_is_anchored(descripti
     ("long-pressed the '<value>' item", "opened the event <value>"),  # a plain open is not a long press
     ("opened the Settings app", "Wi-Fi turned on"),
     ("pressed Enter", "pressed Escape"),
+    ("clicked the 'Sign Up' button", "Sign In clicked"),  # the twin control: in for up
+    ("clicked the 'Mark as unread' button", "marked as read"),
+    ('typed "<v1>" into the \'Check-in\' field', "check-out date set to <v1>"),  # a hyphenated label keeps "in"
 ])
 def test_prose_that_names_another_action_or_element_conflicts(description: str, milestone: str) -> None:
     assert verdict(description, milestone) == "conflict"
@@ -72,6 +81,9 @@ def test_prose_that_names_another_action_or_element_conflicts(description: str, 
     ("clicked the 'Book flight for $<value>' button", "Book button clicked"),  # part of the label only
     ("opened the Simple SMS Messenger app", "messaging app opened"),  # apps are named by their kind too
     ("clicked at (10, 20)", "clicked the map"),  # a point names no element
+    # the step's slot, but in a field the prose names and the label does not
+    ('typed "<v1>" into the \'Event title\' field', "typed <v1> as the event location"),
+    ('typed "<v1>" into the \'Recipient IBAN\' field', "typed <v1> as the transfer reference"),
 ])
 def test_prose_that_cannot_tell_is_neutral(description: str, milestone: str) -> None:
     assert verdict(description, milestone) == "neutral"
@@ -94,6 +106,9 @@ def test_the_stemmer_is_the_same_on_both_sides_and_keeps_slots_and_numbers() -> 
     assert stem("added") == stem("add") == "add"
     assert stem("settings") == stem("setting") != stem("set")  # a noun, not the verb "set"
     assert stem("<V1>") == "<v1>" and stem("2016") == "2016"
+    assert stem("applied") == stem("apply") and stem("replies") == stem("reply") == "reply"
+    assert stem("Favourites") == stem("favorite") and stem("qty") == stem("quantity")
+    assert stem("msgs") == stem("messages")
 
 
 def test_the_reading_lists_kinds_identifiers_directions_and_roles() -> None:

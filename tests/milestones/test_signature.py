@@ -152,6 +152,9 @@ def test_renderings_of_one_step_agree() -> None:
     assert agree('typed "<value>" into the \'From:\' field', 'typed "<value>" into the \'From\' text area')
     assert agree("scrolled down in the 'Results' list", "scrolled down")  # a scroll's container is optional
     assert agree("opened the Contacts app", "opened the 'contacts' app")
+    assert agree("clicked the 'Alarms' tab", "clicked the 'Alarm' tab")  # a renderer's plural
+    assert agree("clicked the 'Favourites' tab", "clicked the 'Favorites' tab")  # one spelling
+    assert agree('typed "2" into the \'Qty\' dropdown', 'typed "2" into the \'Quantity\' dropdown')
 
 
 def test_different_steps_with_shared_words_do_not_agree() -> None:
@@ -162,6 +165,10 @@ def test_different_steps_with_shared_words_do_not_agree() -> None:
     assert not agree("clicked the '+' button", "clicked the '-' button")  # symbol-only labels keep their symbol
     assert not agree("clicked the 'First name' text", "clicked the 'Last name' text")
     assert not agree("clicked at (10, 20)", "clicked at (10, 21)")
+    # A label that is part of another is another control on the same screen: social-media's toggled
+    # 'reply active' beside 'reply', a form's 'Verify password' beside 'Password' (docs/results.md).
+    assert not agree("clicked the 'reply' button", "clicked the 'reply active' button")
+    assert not agree('typed "<v1>" into the \'Password\' field', 'typed "<v1>" into the \'Verify password\' field')
 
 
 def test_text_without_a_signature_agrees_with_nothing() -> None:
