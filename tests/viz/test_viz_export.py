@@ -135,3 +135,31 @@ def test_a_write_that_fails_late_leaves_nothing(run, tmp_path, capsys, monkeypat
     err = capsys.readouterr().err
     assert "no space left on device" in err and err.count("\n") == 1
     assert not (tmp_path / "new").exists()  # the folder made for it is removed again
+
+
+def test_rescoring_uses_the_runs_own_encoder(run, monkeypatch):
+    """The viewer re-scores with ``milestone_reward.encoder`` of the run, as the trainer scored."""
+    import admire.rl.scoring as scoring
+    from admire.commands.viz import score_run
+    from tests.support.fakes import TrigramEncoder
+
+    asked: list[str] = []
+    monkeypatch.setattr(scoring, "make_encoder", lambda name: asked.append(str(name)) or TrigramEncoder())
+    text = run.config.read_text(encoding="utf-8").replace("threshold: 0.75,", "threshold: 0.75, encoder: /models/mine,")
+    run.config.write_text(text, encoding="utf-8")
+    done = score_run(RunData(run.path))
+    assert asked == ["/models/mine"]
+    assert done and all(kind == "eval" for kind, _, _ in done)  # the evaluations had no breakdowns
+
+
+def test_a_moved_encoder_directory_shows_the_run_without_breakdowns(run, tmp_path, capsys):
+    from admire.commands.viz import score_run
+
+    gone = tmp_path / "moved-model"
+    text = run.config.read_text(encoding="utf-8").replace("threshold: 0.75,", f"threshold: 0.75, encoder: {gone},")
+    run.config.write_text(text, encoding="utf-8")
+    before = snapshot(run.path)
+    assert score_run(RunData(run.path)) == []
+    err = capsys.readouterr().err
+    assert err.startswith("admire viz: reward breakdowns not computed: unknown encoder") and err.count("\n") == 1
+    assert snapshot(run.path) == before  # nothing written

@@ -120,10 +120,13 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
         return []
     matcher = None
     if cfg.matches_milestones:
-        from admire.milestones.matcher import Matcher
+        from admire.rl.scoring import build_matcher
 
-        matcher = Matcher(threshold=cfg.threshold, mode=cfg.matcher, contrast_margin=cfg.contrast_margin,
-                          prose_threshold=cfg.prose_threshold)
+        try:  # the run's own encoder (milestone_reward.encoder), as the trainer scored with it
+            matcher = build_matcher(cfg)
+        except ValueError as error:  # a local model directory that has moved since the run
+            print(f"admire viz: reward breakdowns not computed: {error}", file=sys.stderr)
+            return []
     history = data.milestone_history()
     done = []
     for kind, epoch in pending:
