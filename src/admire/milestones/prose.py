@@ -284,10 +284,10 @@ _OPPOSITE_PAIRS = (("in", "out"), ("in", "up"), ("up", "down"), ("on", "off"), (
                    ("like", "unlike"), ("like", "dislike"), ("subscribe", "unsubscribe"), ("read", "unread"),
                    ("pin", "unpin"), ("archive", "unarchive"), ("block", "unblock"), ("min", "max"),
                    ("first", "last"), ("increase", "decrease"))
-_OPPOSITES: dict[str, frozenset[str]] = {}
-for _one, _other in _OPPOSITE_PAIRS:
-    _OPPOSITES[stem(_one)] = _OPPOSITES.get(stem(_one), frozenset()) | {stem(_other)}
-    _OPPOSITES[stem(_other)] = _OPPOSITES.get(stem(_other), frozenset()) | {stem(_one)}
+_OPPOSITES: dict[str, frozenset[str]] = {
+    stem(word): frozenset(stem(b if a == word else a) for a, b in _OPPOSITE_PAIRS if word in (a, b))
+    for pair in _OPPOSITE_PAIRS for word in pair
+}
 
 # What prose calls the fields and keys a label names in one word or a symbol: a 'To' field is where
 # the recipient or destination goes, a calculator's '×' is "multiply".
