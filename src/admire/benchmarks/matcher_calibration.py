@@ -111,7 +111,7 @@ MODES = ("grounded", "grounded-no-prose", "sbert")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, nargs="+", default=list(DATA),
-                        help="JSONL pair files (default: the three files of data/)")
+                        help="JSONL pair files (default: the four files of data/)")
     parser.add_argument("--threshold", type=float, default=0.75, help="δ to report (default: 0.75)")
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2",
                         help="milestone_reward.encoder: a model name or a local directory (default: %(default)s)")
