@@ -177,25 +177,26 @@ def read_prose(text: str) -> ProseReading:
             if tuple(tokens[i:i + len(phrase)]) == phrase:
                 kinds.add(kind)
                 in_phrase.update(range(i, i + len(phrase)))
+    stems = [stem(token) for token in tokens]
     other_verbs: set[str] = set()
     for i, token in enumerate(tokens):
-        kind = _STEM_KIND.get(stem(token))
+        kind = _STEM_KIND.get(stems[i])
         if kind is not None:
             if i not in in_phrase:
                 kinds.add(kind)
         elif ((token.endswith("ed") and len(token) > 4) or token in _IRREGULAR) and i not in in_phrase:
-            other_verbs.add(stem(token))
+            other_verbs.add(stems[i])
     return ProseReading(
         kinds=frozenset(kinds),
-        stems=frozenset(stem(t) for t in tokens),
+        stems=frozenset(stems),
         identifiers=frozenset(t for t in tokens if _PLACEHOLDER.fullmatch(t) or t.isdigit()),
         directions=frozenset(t for t in tokens if t in DIRECTIONS),
         roles=frozenset(str(role_family(_ROLE_WORDS[t])) for t in tokens if t in _ROLE_WORDS),
         other_verbs=frozenset(other_verbs),
-        content=frozenset(stem(t) for i, t in enumerate(tokens)
+        content=frozenset(stems[i] for i, t in enumerate(tokens)
                           if t not in _STOP and t not in _ROLE_WORDS and i not in in_phrase
                           and not _PLACEHOLDER.fullmatch(t) and not t.isdigit()
-                          and _STEM_KIND.get(stem(t)) is None and stem(t) not in other_verbs),
+                          and _STEM_KIND.get(stems[i]) is None and stems[i] not in other_verbs),
     )
 
 
