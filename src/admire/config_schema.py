@@ -280,7 +280,8 @@ class WarmStartSection(_Section):
 
 class RolloutSection(_Section):
     n: PosInt
-    name: Literal["vllm", "sglang"] = "vllm"  # verl's rollout engine (trainer.backend=verl)
+    name: Literal["vllm", "sglang", "admire_hf"] = "vllm"  # verl's rollout engine (trainer.backend=verl);
+    # admire_hf: Hugging Face transformers, CPU or GPU (admire.integrations.verl.hf_rollout)
 
 
 class ActorSection(_Section):
@@ -322,6 +323,8 @@ class TrainerSection(_Section):
     keep_checkpoints: PosInt = 3
     backend: Literal["cpu", "verl"] = "cpu"  # verl: admire.integrations.verl composes and starts verl's trainer
     nnodes: PosInt = 1  # machines of n_gpus_per_node GPUs each (trainer.backend=verl)
+    device: Literal["cuda", "cpu"] = "cuda"  # where verl's workers run (trainer.backend=verl); cpu: gloo, FSDP2,
+    # the admire_hf rollout, n_gpus_per_node CPU worker processes (admire.integrations.verl.cpu)
 
 
 class JudgeSection(_Section):
@@ -431,7 +434,10 @@ class TrainingConfig(_Section):
                              "actor_rollout_ref.model.name=lm and actor_rollout_ref.model.path=<model directory>")
         if self.trainer.n_gpus_per_node < 1:
             raise ValueError("trainer.n_gpus_per_node: trainer.backend=verl trains on GPUs; set the GPUs of each "
-                             "node, e.g. trainer.n_gpus_per_node=8")
+                             "node, e.g. trainer.n_gpus_per_node=8 (with trainer.device=cpu: worker processes)")
+        if self.trainer.device == "cpu" and self.actor_rollout_ref.rollout.name != "admire_hf":
+            raise ValueError(f"actor_rollout_ref.rollout.name: {self.actor_rollout_ref.rollout.name} needs a GPU; "
+                             "with trainer.device=cpu set actor_rollout_ref.rollout.name=admire_hf")
         return self
 
     @model_validator(mode="after")

@@ -82,7 +82,7 @@ class RunDir:
         """Write one epoch's trajectories at once; screenshots go beside them, once per content hash."""
         lines = []
         for trajectory in trajectories:
-            lines.append(self._store_screenshots(trajectory).to_json())
+            lines.append(self.store_screenshots(trajectory).to_json())
         path = self.trajectory_file(kind, epoch)
         atomic_write_text(path, "".join(line + "\n" for line in lines))
         return path
@@ -100,7 +100,9 @@ class RunDir:
         for epoch in self.trajectory_epochs(kind):
             yield from self.read_trajectories(kind, epoch) or []
 
-    def _store_screenshots(self, trajectory: Trajectory) -> Trajectory:
+    def store_screenshots(self, trajectory: Trajectory) -> Trajectory:
+        """``trajectory`` with its screenshots as references, their PNGs written beside the trajectories
+        (once per content hash)."""
         if not any(step.observation.screenshot and step.observation.screenshot.png for step in trajectory.steps):
             return trajectory
         steps = []
@@ -109,6 +111,7 @@ class RunDir:
             if shot is not None and shot.png is not None:
                 target = self.screenshots / f"{shot.ref}.png"
                 if not target.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write_bytes(target, shot.png)
                 step = step.model_copy(
                     update={"observation": step.observation.model_copy(update={"screenshot": shot.stored()})}

@@ -82,6 +82,8 @@ from admire.types import Observation, Termination, Trajectory  # noqa: E402
 
 DEFAULT_MAX_RERUNS = 2
 """Re-runs of a crashed episode before it is excluded: ``admire.rl.rollout.collect``'s default."""
+VERSION_KEYS = ("min_global_steps", "max_global_steps", "global_steps")
+"""Where verl's rollout servers and server manager put the weight version of an answer."""
 
 T = TypeVar("T")
 
@@ -97,6 +99,8 @@ class GuiLoopSettings:
     """ADMIRE's ``env`` section: ``src``, ``max_envs``, ``max_steps``, ``screenshots``, ``executor`` (+ its section)."""
     history_window: int = DEFAULT_HISTORY_WINDOW
     max_reruns: int = DEFAULT_MAX_RERUNS
+    run_dir: str | None = None
+    """The run folder (``admire.run_dir``): screenshots are written under it, the samples carry their hashes."""
 
     @property
     def max_steps(self) -> int:
@@ -121,9 +125,11 @@ class GuiLoopSettings:
         window = OmegaConf.select(config, "admire.actor_rollout_ref.model.history_window",
                                   default=DEFAULT_HISTORY_WINDOW)
         reruns = OmegaConf.select(config, "admire.max_reruns", default=DEFAULT_MAX_RERUNS)
+        run_dir = OmegaConf.select(config, "admire.run_dir", default=None)
         return cls(env={str(k): v for k, v in env.items()},
                    history_window=DEFAULT_HISTORY_WINDOW if window is None else int(window),
-                   max_reruns=DEFAULT_MAX_RERUNS if reruns is None else int(reruns))
+                   max_reruns=DEFAULT_MAX_RERUNS if reruns is None else int(reruns),
+                   run_dir=None if run_dir is None else str(run_dir))
 
 
 # ------------------------------------------------------------------------------------------ env pool
@@ -253,6 +259,8 @@ class _Turn:
     response_mask: list[int]
     log_probs: list[float] | None
     multi_modal_data: dict[str, Any] = field(default_factory=dict)
+    versions: tuple[int, ...] = ()
+    """The rollout's weight versions (verl's ``global_steps``) this answer was sampled with."""
 
 
 @dataclass
@@ -268,6 +276,7 @@ class AdmireGuiAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.settings = GuiLoopSettings.from_config(self.config)
         self.response_length = int(self.rollout_config.response_length)
+        self.log_probs = bool(getattr(self.rollout_config, "calculate_log_probs", False))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         """Play the row's task once (re-running it after env crashes); the steps as verl samples."""
@@ -286,7 +295,20 @@ class AdmireGuiAgentLoop(AgentLoopBase):
         trajectory = episode.trajectory
         if reruns:
             trajectory = trajectory.model_copy(update={"info": {**trajectory.info, "reruns": reruns}})
-        return await self._outputs(trajectory, episode.turns, uid)
+        trajectory = await asyncio.to_thread(self._by_reference, trajectory)
+        return await self._outputs(trajectory, episode.turns, uid, rollout_step=max(epoch - 1, 0))
+
+    def _by_reference(self, trajectory: Trajectory) -> Trajectory:
+        """The trajectory with screenshot hashes in place of their bytes (which go to the run folder when there
+        is one): the JSON crosses Ray and the TransferQueue, and verl copies a row into its padding rows."""
+        if self.settings.run_dir is not None:
+            from admire.runs import RunDir
+
+            return RunDir(self.settings.run_dir).store_screenshots(trajectory)
+        steps = tuple(step.model_copy(update={"observation": step.observation.model_copy(
+            update={"screenshot": step.observation.screenshot.stored()})}) if step.observation.screenshot else step
+            for step in trajectory.steps)
+        return trajectory.model_copy(update={"steps": steps})
 
     # ---------------------------------------------------------------------------------------------
 
@@ -348,14 +370,25 @@ class AdmireGuiAgentLoop(AgentLoopBase):
         mask = [1] * len(ids)
         if not ids:  # verl puts the reward on the last response token: keep one, untrainable
             ids, mask, log_probs = [self._filler_id()], [0], ([0.0] if log_probs is not None else None)
-        return _Turn(prompt_ids, ids, mask, log_probs, multi_modal), output, policy_s
+        versions = tuple(int(v) for v in (answer.extra_fields.get(key) for key in VERSION_KEYS) if v is not None)
+        return _Turn(prompt_ids, ids, mask, log_probs, multi_modal, versions), output, policy_s
 
-    async def _outputs(self, trajectory: Trajectory, turns: list[_Turn], uid: str) -> list[AgentLoopOutput]:
-        """One sample per step; an excluded episode is one placeholder sample without trainable tokens."""
+    async def _outputs(self, trajectory: Trajectory, turns: list[_Turn], uid: str,
+                       rollout_step: int) -> list[AgentLoopOutput]:
+        """One sample per step; an excluded episode is one placeholder sample without trainable tokens.
+
+        Every sample carries the weight versions its episode was sampled across (``min_global_steps`` /
+        ``max_global_steps``: verl tags each sample with them and reads them as integers for its staleness
+        metrics); an episode that never reached the rollout server was sampled by ``rollout_step``'s weights.
+        The placeholder is shaped like its batch's other samples: log-probs when the rollout computes them
+        (verl's batch keeps a field only if every row has it), a text-only prompt (a vision model's image
+        tokens would need an image).
+        """
+        versions = [v for turn in turns for v in turn.versions] or [rollout_step]
         if trajectory.excluded:
-            prompt = turns[0].prompt_ids if turns else await self.ct_build_initial_tokens(
+            prompt = await self.ct_build_initial_tokens(
                 [{"role": "user", "content": f"{trajectory.task.name}: the env crashed (excluded episode)"}])
-            turns = [_Turn(list(prompt), [self._filler_id()], [0], None)]
+            turns = [_Turn(list(prompt), [self._filler_id()], [0], [0.0] if self.log_probs else None)]
         outputs = []
         for i, turn in enumerate(turns):
             timings = trajectory.steps[i].timings if i < len(trajectory.steps) and not trajectory.excluded else {}
@@ -376,6 +409,9 @@ class AdmireGuiAgentLoop(AgentLoopBase):
                     "admire_excluded": trajectory.excluded,
                     "admire_trajectory": trajectory.to_json() if last else None,
                     "reward_extra_info": {},  # verl's v1 worker copies the last sample's onto the others
+                    "global_steps": max(versions),
+                    "min_global_steps": min(versions),
+                    "max_global_steps": max(versions),
                 },
             ))
         return outputs

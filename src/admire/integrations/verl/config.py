@@ -73,6 +73,8 @@ LOSS_HINTS: dict[str, tuple[str, float | None]] = {"dapo_step": ("token-mean", D
 """The loss hints of ADMIRE's estimators that are not the defaults (seq-mean-token-mean, the config's clip):
 verl takes them from the config, the CPU trainer from the estimator's result."""
 PLUGIN_MODULE = "admire.integrations.verl.plugin"
+PLATFORM_NAME = "admire_cpu"
+"""``VERL_PLATFORM`` of the CPU platform (:mod:`admire.integrations.verl.cpu`), set for ``trainer.device=cpu``."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,8 +151,60 @@ def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
         ("trainer.default_local_dir", str(run / "checkpoints")),
         ("trainer.use_v1", True),
         ("trainer.v1.trainer_mode", TRAINER),
+        *device_pairs(cfg),
     ]
     return [f"{key}={hydra_value(value)}" for key, value in pairs]
+
+
+CPU_WORKER_CPUS = 4
+"""Ray's logical CPUs per verl worker on ``trainer.device=cpu``: a worker bundle takes 3 (verl's
+``max_colocate_count``), plus room for the TransferQueue, agent-loop and rollout actors. Logical only: the
+processes share the machine's cores whatever Ray counts."""
+FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+
+
+def attention(cfg: DictConfig) -> str:
+    """The actor's attention kernel: flash-attention on a GPU where ``flash_attn`` is installed, else PyTorch's
+    ``sdpa`` (verl's default, ``flash_attention_2``, fails to load where the package is missing)."""
+    if device(cfg) == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
+
+
+def device(cfg: DictConfig) -> str:
+    return str(OmegaConf.select(cfg, "trainer.device", default="cuda"))
+
+
+def device_pairs(cfg: DictConfig) -> list[tuple[str, Any]]:
+    """The settings that follow from ``trainer.device`` and the rollout engine.
+
+    Any device: the attention kernel (:func:`attention`); with the ``admire_hf`` rollout, no cache to free
+    between rollouts. ``cpu`` (:mod:`admire.integrations.verl.cpu`): the CPU platform in every Ray worker, Ray
+    told of ``n_gpus_per_node × nnodes`` GPU slots to schedule verl's workers on, FSDP2 with fp32 parameters
+    (autocast to bf16 would change the numbers the CPU trainer is compared with), no ``torch.compile``, one
+    agent-loop worker and one TransferQueue storage unit (each is a process on the same cores).
+    """
+    pairs: list[tuple[str, Any]] = [("++actor_rollout_ref.model.override_config.attn_implementation", attention(cfg))]
+    if OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm") == "admire_hf":
+        pairs.append(("actor_rollout_ref.rollout.free_cache_engine", False))
+    if device(cfg) != "cpu":
+        return pairs
+    workers = int(cfg.trainer.n_gpus_per_node) * int(OmegaConf.select(cfg, "trainer.nnodes", default=1))
+    return [
+        *pairs,
+        ("trainer.device", "cpu"),
+        ("++ray_kwargs.ray_init.num_gpus", workers),
+        ("ray_kwargs.ray_init.num_cpus", CPU_WORKER_CPUS * workers + 8),
+        ("++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM", PLATFORM_NAME),
+        ("++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS", "1"),
+        ("actor_rollout_ref.actor.strategy", "fsdp2"),
+        ("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False),
+        ("actor_rollout_ref.ref.fsdp_config.use_torch_compile", False),
+        ("++actor_rollout_ref.actor.fsdp_config.mixed_precision", FP32),
+        ("++actor_rollout_ref.ref.fsdp_config.mixed_precision", FP32),
+        ("actor_rollout_ref.rollout.agent.num_workers", 1),
+        ("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1),
+    ]
 
 
 def admire_section_overrides(run_dir: str | Path) -> list[str]:
@@ -176,6 +230,8 @@ def verl_environment(cfg: DictConfig, run_dir: str | Path) -> dict[str, str]:
     run = Path(run_dir).absolute()
     tracking = cfg.get("tracking") or {}
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE, "TENSORBOARD_DIR": str(run / "tensorboard")}
+    if device(cfg) == "cpu":
+        env |= {"VERL_PLATFORM": PLATFORM_NAME, "OMP_NUM_THREADS": "1"}
     if tracking.get("swanlab"):
         env |= {"SWANLAB_MODE": str(tracking.swanlab), "SWANLAB_LOG_DIR": str(run / "swanlab")}
     if tracking.get("wandb"):
@@ -208,11 +264,22 @@ def hydra_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list | tuple):
         return f"[{','.join(hydra_value(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
     text = str(value)
-    if _PLAIN.match(text) and text.lower() not in ("true", "false", "null"):
+    if _PLAIN.match(text) and text.lower() not in ("true", "false", "null") and not _numeric(text):
         return text
     escaped = text.replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"
+
+
+def _numeric(text: str) -> bool:
+    """Hydra would read ``text`` as a number (so a string such as ``"1"`` must be quoted)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _model_path(path: str) -> str:
@@ -296,22 +363,80 @@ def validate_verl_config(composed: DictConfig) -> None:
 
 
 def check_machine(cfg: DictConfig) -> None:
-    """A rollout engine and enough CUDA devices on this machine, before anything is written: one line
-    naming the install or the setting otherwise."""
+    """What this machine must have for the run, before anything is written: one line naming the install or
+    the setting for the first piece missing (:func:`machine_problems` lists them all)."""
+    problems = machine_problems(cfg)
+    if problems:
+        raise ValueError(problems[0])
+
+
+def machine_problems(cfg: DictConfig) -> list[str]:
+    """Every piece the run needs that this machine lacks or has in a version verl 0.9.1 cannot drive: verl
+    itself, the rollout engine (vLLM in ``constraints/gpu.txt``'s range), flash-attention where the overrides
+    ask for it, Chromium for local MiniWoB++ envs, and the GPUs (``trainer.device=cuda``)."""
+    problems: list[str] = []
+    problems += _version_problems("verl", VERL_VERSIONS, "pip install -e '.[verl]'")
     engine = str(OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm"))
-    if importlib.util.find_spec(ENGINES[engine]) is None:
-        other = next(name for name in ENGINES if name != engine)
-        raise ValueError(f"actor_rollout_ref.rollout.name: trainer.backend=verl rolls out with {engine}, which is "
-                         f"not installed; on the GPU machine: pip install {engine} (or pip install {other} with "
-                         f"actor_rollout_ref.rollout.name={other}); --dry-run prints the command without either")
+    if engine in ENGINES:
+        module = ENGINES[engine]
+        if importlib.util.find_spec(module) is None:
+            problems.append(f"actor_rollout_ref.rollout.name: trainer.backend=verl rolls out with {engine}, which is "
+                            f"not installed; on the GPU machine: pip install -c constraints/gpu.txt {engine} (or "
+                            "actor_rollout_ref.rollout.name=admire_hf, Hugging Face transformers); --dry-run prints "
+                            "the command without either")
+        elif engine in ENGINE_VERSIONS:
+            problems += _version_problems(engine, ENGINE_VERSIONS[engine], "pip install -c constraints/gpu.txt "
+                                          f"{engine} (verl 0.9.1 drives its internals)")
+    if _asks_flash_attention(cfg) and importlib.util.find_spec("flash_attn") is None:
+        problems.append("verl.overrides: flash_attention_2 is asked for but flash_attn is not installed; "
+                        "pip install flash-attn --no-build-isolation, or drop the override (sdpa is used)")
+    if _local_miniwob(cfg):
+        from admire.envs.miniwob_browser import BrowserNotFound, resolve_browser_paths
+
+        try:
+            resolve_browser_paths()
+        except BrowserNotFound as exc:
+            problems.append(f"env.src: the agent loops start MiniWoB++ browsers here; {exc}")
+    if device(cfg) == "cpu":
+        return problems
     import torch
 
     wanted = int(cfg.trainer.n_gpus_per_node)
     found = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if found < wanted:
-        raise ValueError(f"trainer.n_gpus_per_node: {wanted} GPU(s) wanted, this machine has {found} CUDA "
-                         f"device(s); run on a GPU machine or set trainer.n_gpus_per_node={max(found, 1)} "
-                         "(--dry-run prints the command without a GPU)")
+        problems.append(f"trainer.n_gpus_per_node: {wanted} GPU(s) wanted, this machine has {found} CUDA device(s); "
+                        f"run on a GPU machine, set trainer.n_gpus_per_node={max(found, 1)}, or trainer.device=cpu "
+                        "with actor_rollout_ref.rollout.name=admire_hf (--dry-run prints the command without a GPU)")
+    return problems
+
+
+VERL_VERSIONS = (">=0.9.1", "<0.10")
+ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {"vllm": (">=0.24", "<0.25")}
+"""The engine versions verl 0.9.1 was built against (``constraints/gpu.txt`` pins the same)."""
+
+
+def _version_problems(package: str, bounds: Sequence[str], fix: str) -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.specifiers import SpecifierSet
+
+    try:
+        found = version(package)
+    except PackageNotFoundError:
+        return [f"trainer.backend=verl needs {package}, which is not installed; {fix}"]
+    wanted = SpecifierSet(",".join(bounds))
+    if found not in wanted:
+        return [f"trainer.backend=verl needs {package}{wanted}, this machine has {found}; {fix}"]
+    return []
+
+
+def _asks_flash_attention(cfg: DictConfig) -> bool:
+    return any("attn_implementation" in o and "flash_attention" in o for o in user_overrides(cfg))
+
+
+def _local_miniwob(cfg: DictConfig) -> bool:
+    sources = OmegaConf.select(cfg, "env.src", default=None) or []
+    return any(str(src).split(":", 1)[0] == "miniwob" for src in sources)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,10 +28,11 @@ log = logging.getLogger("admire.integrations.verl")
 MODULES: tuple[str, ...] = (
     "admire.integrations.verl.agent_loop",
     "admire.integrations.verl.trainer",
+    "admire.integrations.verl.hf_rollout",
 )
-"""Modules whose ``register()`` puts their part into verl's registries: the agent loop and the trainer. There is
-no reward manager to register: the reward step is the trainer's, on the driver (``admire.integrations.verl.rewards``
-says why)."""
+"""Modules whose ``register()`` puts their part into verl's registries: the agent loop, the trainer and the
+``admire_hf`` rollout. There is no reward manager to register: the reward step is the trainer's, on the driver
+(``admire.integrations.verl.rewards`` says why)."""
 
 _registered_modules: set[str] = set()
 """The modules of ``MODULES`` whose ``register()`` has run in this process."""
@@ -47,6 +48,11 @@ def register() -> list[str]:
     verl loads this plugin half-way through that module — has no ``register`` yet; it stays pending and the
     next ``register()`` call runs its hook.
     """
+    from admire.integrations.verl import cpu
+
+    if cpu.selected():  # first: the modules below make verl resolve its platform
+        cpu.install()
+    without_trl_value_head()
     from admire.integrations.verl.advantages import register_estimators
 
     register_estimators()
@@ -61,6 +67,19 @@ def register() -> list[str]:
             _registered_modules.add(name)
             ran.append(name)
     return ran
+
+
+def without_trl_value_head() -> None:
+    """Stop verl's model patches from importing TRL's value-head model.
+
+    verl's ``apply_monkey_patch`` (every actor and reference build) imports ``AutoModelForCausalLMWithValueHead``
+    from ``trl`` whenever ``trl`` is importable, to patch its ``state_dict`` for a critic; TRL 1.x has no such
+    class, so the import fails and the actor never builds in an environment that also has this project's TRL
+    adapter. ADMIRE's estimators train no critic, so the patch has nothing to do here: verl is told TRL is absent.
+    """
+    from verl.models.transformers import monkey_patch
+
+    monkey_patch.is_trl_available = lambda: False
 
 
 try:

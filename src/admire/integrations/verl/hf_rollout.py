@@ -1,0 +1,306 @@
+"""A verl rollout backend on plain Hugging Face transformers (``actor_rollout_ref.rollout.name=admire_hf``).
+
+verl 0.9.1 rolls out with vLLM, SGLang or TRT-LLM, all GPU engines. This backend is what lets the same
+``main_ppo`` run happen on a CPU (the tests' machine) and on a GPU without an engine. It is registered through
+verl's own registries, in every process that imports verl (:mod:`admire.integrations.verl.plugin`):
+
+* ``RolloutReplicaRegistry`` (the trainer's side) gets :class:`HFRolloutReplica`. In verl's hybrid mode one
+  replica serves the actor ranks ``[world·r, world·(r+1))``; its ``launch_servers`` starts one
+  :class:`HFRolloutServer` Ray actor holding its own copy of the model.
+* ``_ROLLOUT_REGISTRY`` (the actor worker's side, keyed ``(name, "async")``) gets :class:`HFServerAdapter`: the
+  object verl's ``ActorRolloutRefWorker.update_weights`` hands the FSDP actor's full weights to after every
+  update. Every rank drains the generator (``full_tensor`` is a collective); the replica's leader ships the
+  tensors, in buckets, to its server, then the new weight version (``global_steps``).
+
+Why a separate server actor rather than generating inside the training process: verl's agent loops call
+``server.generate.remote(...)`` on a Ray handle (token ids in, ``TokenOutput`` out) concurrently with the
+trainer's own calls, exactly as they call vLLM's server; a model of its own keeps the training weights out of
+the rollout's way, and weights cross only at verl's sync points.
+
+What ``generate`` returns is what verl's engines return: the sampled ids (stopped at the model's end tokens or
+at the token budget), their log-probabilities under ``softmax(logits / temperature)`` of the weights that
+sampled them (the actor's own convention for ``old_log_probs``; greedy requests, ``temperature=0``, score the
+raw logits), ``stop_reason`` and ``extra_fields["global_steps"]``, the weight version the trainer last sent
+(verl's staleness metrics read it). Requests are served one at a time on a thread (one model, and a CPU has no
+spare cores for two), so ``sleep``/``update_weights`` are answered while a request runs; an update waits for
+the running request to finish, so no answer mixes two weight versions.
+
+Settings verl's engines read that mean nothing here (``gpu_memory_utilization``, ``enforce_eager``, sleep
+mode …) are ignored; ``free_cache_engine`` is best false (there is no cache to free: :mod:`.cpu` sets it).
+Text models only: a request with images is refused in one line (the vision path needs the model's processor,
+which the CPU build of this project cannot load beside torchvision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from admire.extras import require
+
+require("verl", "torch", "ray", extra="verl", feature="the admire_hf rollout")
+
+import ray  # noqa: E402
+import torch  # noqa: E402
+from verl.workers.rollout.base import BaseRollout  # noqa: E402
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput  # noqa: E402
+
+ROLLOUT_NAME = "admire_hf"
+"""``actor_rollout_ref.rollout.name`` of this backend."""
+SERVER_PREFIX = "admire_hf_server"
+BUCKET_BYTES = 64 << 20
+"""Weights cross to the server in Ray calls of about this many bytes (verl's own default bucket is 512 MB)."""
+
+
+def server_name(replica_rank: int, suffix: str = "") -> str:
+    """The Ray actor name of replica ``replica_rank``'s server (the adapter finds it by this name)."""
+    return f"{SERVER_PREFIX}{suffix}_{replica_rank}"
+
+
+# ------------------------------------------------------------------------------------------ the server
+
+
+class HFRolloutServer:
+    """One model, token in and token out, with verl's server methods (a Ray actor; see the module docstring)."""
+
+    def __init__(self, model_path: str, *, dtype: str = "float32", trust_remote_code: bool = False,
+                 prompt_length: int = 4096, response_length: int = 512, seed: int = 0,
+                 torch_threads: int | None = None) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        if torch_threads:
+            torch.set_num_threads(int(torch_threads))
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        wanted = getattr(torch, dtype) if self.device.type == "cuda" else torch.float32
+        self.model = AutoModelForCausalLM.from_pretrained(
+            model_path, dtype=wanted, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
+            local_files_only=True).to(self.device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code,
+                                                  local_files_only=True)
+        self.stop_ids = stop_token_ids(self.model.generation_config, tokenizer)
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0])
+        self.generation_config = GenerationConfig()
+        self.prompt_length = int(prompt_length)
+        self.response_length = int(response_length)
+        self.global_steps: int | None = None
+        self.requests = 0
+        self._model_lock = threading.Lock()
+        torch.manual_seed(int(seed))
+
+    # ---- verl's token-in/token-out call --------------------------------------------------------------
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
+                       image_data: Any = None, video_data: Any = None, audio_data: Any = None,
+                       mm_processor_kwargs: Any = None, **kwargs: Any) -> TokenOutput:
+        del request_id, mm_processor_kwargs, kwargs
+        if image_data or video_data or audio_data:
+            raise ValueError("the admire_hf rollout serves text models only: run a vision-language model with "
+                             "actor_rollout_ref.rollout.name=vllm, or env.screenshots=false")
+        return await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
+
+    def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> TokenOutput:
+        budget = token_budget(sampling_params, len(prompt_ids), self.prompt_length, self.response_length)
+        temperature = float(sampling_params.get("temperature", 1.0) or 0.0)
+        top_k = int(sampling_params.get("top_k", -1) or -1)
+        top_p = float(sampling_params.get("top_p", 1.0) or 1.0)
+        prompt = torch.tensor([prompt_ids], device=self.device)
+        options: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": budget,
+                                   "eos_token_id": self.stop_ids, "pad_token_id": self.pad_id,
+                                   "output_logits": True, "return_dict_in_generate": True}
+        if temperature > 0:
+            options |= {"temperature": temperature, "top_k": top_k if top_k > 0 else 0, "top_p": top_p}
+        with self._model_lock, torch.inference_mode():
+            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt),
+                                      generation_config=self.generation_config, **options)
+            self.requests += 1
+            version = self.global_steps
+        ids = out.sequences[0, len(prompt_ids):].tolist()
+        ids = trim_after_stop(ids, self.stop_ids)
+        logits = torch.stack(list(out.logits[: len(ids)]), dim=1)[0].float()
+        log_probs = token_log_probs(logits, ids, temperature)
+        stopped = bool(ids) and ids[-1] in self.stop_ids
+        return TokenOutput(token_ids=ids, log_probs=log_probs, stop_reason="completed",
+                           extra_fields={"global_steps": version, "finish_reason": "stop" if stopped else "length"})
+
+    # ---- weights from the trainer -------------------------------------------------------------------
+
+    async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
+        """Copy the actor's tensors into the model (waits for a running request); returns how many."""
+        return await asyncio.to_thread(self._load, named_tensors)
+
+    def _load(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
+        own = self.model.state_dict(keep_vars=True)  # tied weights under each of their names
+        unknown = [name for name, _ in named_tensors if name not in own]
+        if unknown:
+            raise ValueError(f"the actor sent {len(unknown)} tensor(s) this model lacks (first: {unknown[0]!r}): "
+                             "the rollout and the actor must load the same model")
+        with self._model_lock, torch.no_grad():
+            for name, tensor in named_tensors:
+                own[name].copy_(tensor.to(own[name].device, own[name].dtype))
+        return len(named_tensors)
+
+    async def set_global_steps(self, global_steps: int | None) -> None:
+        with self._model_lock:
+            self.global_steps = global_steps
+
+    async def state(self) -> dict[str, Any]:
+        """What a test or a log wants to know: the weight version, the requests served, a weight checksum."""
+        with self._model_lock:
+            checksum = float(sum(p.double().sum() for p in self.model.parameters()))
+        return {"global_steps": self.global_steps, "requests": self.requests, "checksum": checksum}
+
+    # ---- verl's control calls: nothing to free or pause on a plain model ----------------------------
+
+    async def sleep(self) -> None: ...
+    async def wake_up(self) -> None: ...
+    async def clear_kv_cache(self) -> None: ...
+    async def release_kv_cache(self) -> None: ...
+    async def resume_kv_cache(self) -> None: ...
+    async def resume_generation(self) -> None: ...
+
+    async def abort_all_requests(self, reject_request: bool = False) -> None:
+        del reject_request
+
+    async def start_profile(self, **kwargs: Any) -> None:
+        del kwargs
+
+    async def stop_profile(self) -> None: ...
+
+
+def token_budget(sampling_params: dict[str, Any], prompt_tokens: int, prompt_length: int,
+                 response_length: int) -> int:
+    """New tokens for one request: the request's ``max_tokens``/``max_new_tokens``, else what vLLM's server
+    allows (``response_length``, within the model length ``prompt_length + response_length``); at least 1."""
+    asked = sampling_params.get("max_tokens") or sampling_params.get("max_new_tokens")
+    room = prompt_length + response_length - prompt_tokens
+    budget = int(asked) if asked else min(response_length, room)
+    return max(1, min(budget, max(room, 1)))
+
+
+def stop_token_ids(generation_config: Any, tokenizer: Any) -> list[int]:
+    """The ids that end an answer: the model's generation config's ``eos_token_id`` (one or several) and the
+    tokenizer's end token, in that order, without repeats."""
+    found: list[int] = []
+    for value in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        for token in value if isinstance(value, list | tuple) else [value]:
+            if token is not None and int(token) not in found:
+                found.append(int(token))
+    if not found:
+        raise ValueError("the model has no end-of-sequence token (generation_config.eos_token_id or the "
+                         "tokenizer's eos_token): the rollout could not tell where an answer ends")
+    return found
+
+
+def trim_after_stop(ids: list[int], stop_ids: list[int]) -> list[int]:
+    """``ids`` up to and including the first stop token (``generate`` pads a finished row after it)."""
+    for i, token in enumerate(ids):
+        if token in stop_ids:
+            return ids[: i + 1]
+    return ids
+
+
+def token_log_probs(logits: torch.Tensor, ids: list[int], temperature: float) -> list[float]:
+    """log p(id_t) under ``softmax(logits_t / temperature)`` (raw logits when greedy), one per token."""
+    if not ids:
+        return []
+    scaled = logits / temperature if temperature > 0 else logits
+    chosen = torch.tensor(ids, device=logits.device)[:, None]
+    return torch.log_softmax(scaled, dim=-1).gather(-1, chosen).squeeze(-1).tolist()
+
+
+# ------------------------------------------------------------------------------------------ the replica
+
+
+class HFRolloutReplica(RolloutReplica):
+    """verl's replica for ``admire_hf``: one :class:`HFRolloutServer` actor per replica."""
+
+    async def launch_servers(self) -> None:
+        if self.servers:
+            return
+        model_path = str(getattr(self.model_config, "local_path", None) or self.model_config.path)
+        remote = ray.remote(HFRolloutServer).options(
+            name=server_name(self.replica_rank, self.name_suffix), num_cpus=0,
+            num_gpus=0.01 if torch.cuda.is_available() else 0, max_concurrency=self.max_concurrency,
+            runtime_env={"env_vars": {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}})
+        server = remote.remote(model_path, dtype=str(self.config.dtype),
+                               trust_remote_code=bool(getattr(self.model_config, "trust_remote_code", False)),
+                               prompt_length=int(self.config.prompt_length),
+                               response_length=int(self.config.response_length),
+                               seed=self.replica_rank, torch_threads=1)
+        await server.state.remote()  # the model is loaded before the first request
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"{SERVER_PREFIX}{self.name_suffix}/{self.replica_rank}"
+
+
+# ------------------------------------------------------------------------------------------ the adapter
+
+
+class HFServerAdapter(BaseRollout):
+    """What verl's actor worker holds as its ``rollout``: forwards the actor's weights to the replica's server.
+
+    Every rank of the replica drains ``update_weights``' generator (each ``full_tensor`` is a collective the
+    other ranks wait on); rank 0 of the replica sends. ``resume``/``release`` have nothing to do.
+    """
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, model_config, device_mesh, *args, **kwargs)
+        rank = int(os.environ.get("RANK", "0"))
+        world = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
+                 * self.config.pipeline_model_parallel_size)
+        self.replica_rank, self.is_leader = rank // world, rank % world == 0
+        self._server: Any = None
+
+    @property
+    def server(self) -> Any:
+        if self._server is None:
+            self._server = ray.get_actor(server_name(self.replica_rank))
+        return self._server
+
+    async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], wire_format: str = "named_tensors",
+                             **kwargs: Any) -> None:
+        if wire_format != "named_tensors":
+            raise ValueError(f"the admire_hf rollout takes full named tensors, not {wire_format!r}: leave "
+                             "actor_rollout_ref.rollout.checkpoint_engine.backend=naive")
+        if kwargs.get("peft_config") and not kwargs.get("base_sync_done", True):
+            raise ValueError("the admire_hf rollout takes merged weights: set actor_rollout_ref.model.lora.merge=true")
+        for bucket in buckets(weights, BUCKET_BYTES, keep=self.is_leader):
+            await self.server.update_weights.remote(bucket)
+        if self.is_leader:
+            await self.server.set_global_steps.remote(kwargs.get("global_steps"))
+
+    async def resume(self, tags: list[str]) -> None:
+        del tags
+
+    async def release(self) -> None: ...
+
+
+def buckets(weights: Iterable[tuple[str, torch.Tensor]], limit: int, *, keep: bool = True
+            ) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """The named tensors as CPU copies in lists of about ``limit`` bytes; with ``keep=False`` the generator is
+    drained (every rank must take part in its collectives) and nothing is yielded."""
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in weights:
+        if not keep:
+            continue
+        copy = tensor.detach().to("cpu", copy=True)
+        bucket.append((name, copy))
+        size += copy.numel() * copy.element_size()
+        if size >= limit:
+            yield bucket
+            bucket, size = [], 0
+    if bucket:
+        yield bucket
+
+
+def register() -> None:
+    """Put ``admire_hf`` into verl's replica registry and its (name, mode) → adapter table (idempotent)."""
+    from verl.workers.rollout import base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: HFRolloutReplica)
+    base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{HFServerAdapter.__module__}.{HFServerAdapter.__qualname__}"
