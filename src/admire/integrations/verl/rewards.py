@@ -188,7 +188,10 @@ class AdmireStepRewards:
         if str(global_step) not in versions:
             raise ValueError(f"{self.run.path / BANK_VERSIONS_FILE} has no bank version for step {global_step}: "
                              "resume from a checkpoint this trainer saved, or start afresh")
-        self.bank.rollback(int(versions[str(global_step)]))
+        version = int(versions[str(global_step)])
+        self.bank.rollback(version)
+        print(f"admire: milestone bank rolled back to version {version}, as at the checkpoint of step {global_step}",
+              flush=True)
 
     def checkpoint(self, global_step: int) -> None:
         """Record the bank version of a checkpoint written at ``global_step``."""

@@ -28,6 +28,15 @@ logging); what changes, and why:
   ``_save_checkpoint``, ``_submit_batch_to_rollout``); this trainer is the sync one (``trainer.v1.sync.*``
   settings apply).
 
+* ``_update_actor`` trains on the whole batch of steps in one mini-batch per PPO epoch (``ppo_epochs``
+  optimizer steps per update), with the loss's sequence count (``global_batch_size``) equal to the rows that
+  have a trainable token. verl counts ``ppo_mini_batch_size`` in prompts × ``rollout.n`` rows and pads the batch
+  to a multiple of that; a stepwise batch has Σ steps rows, so stock verl would take about mean-episode-length
+  optimizer steps per epoch, and its ``seq-mean-token-mean`` divides by the fixed mini-batch row count, padding
+  and excluded rows included. Here the batch is padded only to what data parallelism needs
+  (``_get_required_batch_multiple``), and neither padding nor excluded rows count in any denominator
+  (``token-mean`` counts tokens, which they have none of). verl's ``actor.ppo_mini_batch_size`` is not used.
+
 λ(e)'s epoch is the training step (``global_steps - 1``): one CPU-trainer epoch is one rollout batch and one
 update, which is what one verl step is.
 """
@@ -173,6 +182,24 @@ class AdmireStepTrainer(PPOTrainerSync):
         super()._save_checkpoint()
         self.admire_rewards.checkpoint(self.global_steps)
 
+    def _get_required_batch_multiple(self, dp_size: int) -> int:
+        """Rows per data-parallel rank times its micro-batch: the only padding one whole-batch update needs."""
+        actor = self.config.actor_rollout_ref.actor
+        micro = 1 if actor.get("use_dynamic_bsz", False) else int(actor.get("ppo_micro_batch_size_per_gpu") or 1)
+        return dp_size * micro
+
+    def _update_actor(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
+        """verl's update, on the whole batch at once and with the trainable rows as its sequence count."""
+        masks = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                select_fields=["response_mask"])["response_mask"]
+        trainable = sum(int(row.sum() > 0) for row in masks.unbind())
+        group = self.actor_rollout_wg
+        self.actor_rollout_wg = WholeBatchUpdate(group, rows=len(batch), trainable=trainable)
+        try:
+            return super()._update_actor(batch, metrics)
+        finally:
+            self.actor_rollout_wg = group
+
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict) -> KVBatchMeta:
         """ADMIRE's rewards (bank update, then scoring) and the ``admire_*`` estimator on the whole batch."""
         fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(READ_FIELDS))
@@ -186,6 +213,20 @@ class AdmireStepTrainer(PPOTrainerSync):
                    for name in WRITTEN if name in data.batch}
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                fields=TensorDict(written, batch_size=len(batch)))
+
+
+class WholeBatchUpdate:
+    """The actor's worker group, with ``update_actor`` told the batch's real sizes (``_update_actor``)."""
+
+    def __init__(self, group: Any, *, rows: int, trainable: int) -> None:
+        self.group, self.rows, self.trainable = group, rows, trainable
+
+    def update_actor(self, batch: KVBatchMeta) -> Any:
+        batch.extra_info.update({"mini_batch_size": self.rows, "global_batch_size": max(self.trainable, 1)})
+        return self.group.update_actor(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.group, name)
 
 
 def register() -> type[AdmireStepTrainer]:
