@@ -78,7 +78,7 @@ fi
 mkdir -p "$OUT"
 [[ -d "$BASE" ]] || "$PYTHON" -m admire.cli models prepare tiny-qwen2 "$BASE"
 [[ -d "$MODEL" ]] || "$PYTHON" -m admire.cli models warm-start "$BASE" "$MODEL" \
-    --suite miniwob/click-button-sequence --episodes 6 --epochs 80 --lr 0.01 --batch-size 4
+    --suite miniwob/click-button-sequence --episodes 6 --epochs 80 --lr 0.003 --batch-size 4
 rm -rf "$RUN" "$OUT/serve-tmp"
 mkdir -p "$OUT/serve-tmp"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from admire.actions import format_output, target_element
+from admire.actions import describe, format_output, target_element
 from admire.agent.base import Decision
 from admire.agent.dom_policy import DomPolicy, PreparedDecisions
 from admire.types import Action, Observation, Step, Task, Termination, Trajectory
@@ -55,7 +55,9 @@ def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int
     ``on_demonstration`` is called with each one as it is recorded (progress).
 
     The oracle reads the task's ground truth; the trajectories it leaves hold only what a policy sees
-    (screens and the written actions), so imitating them teaches nothing the policy could not know.
+    (screens and the written actions), so imitating them teaches nothing the policy could not know. Each step
+    carries the grounded description a rollout would record for it, so a demonstration's history reads as a
+    rollout's does in the ``lm`` policy's prompt.
     """
     from admire.envs.oracles import run_oracle
 
@@ -64,7 +66,7 @@ def record_oracle_demonstrations(env: Any, tasks: Sequence[Task], max_steps: int
         run = run_oracle(env, task, max_steps=max_steps)
         steps = tuple(
             Step(index=index, observation=observation, raw_output=format_output(action, reason=DEMONSTRATION_REASON),
-                 action=action, reason=DEMONSTRATION_REASON)
+                 action=action, reason=DEMONSTRATION_REASON, grounded_description=describe(action, observation))
             for index, (observation, action) in enumerate(zip(run.observations, run.actions, strict=True))
         )
         trajectories.append(Trajectory(

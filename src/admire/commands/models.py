@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                      "miniwob/click-button-sequence")
     for flag, kind, default, text in (("--episodes", int, 6, "oracle episodes per task"),
                                       ("--epochs", int, 80, "passes over the demonstrated answers"),
-                                      ("--lr", float, 1e-2, "Adam's learning rate"),
+                                      ("--lr", float, 3e-3, "Adam's learning rate"),
                                       ("--batch-size", int, 4, "answers per step"),
                                       ("--seed", int, 0, "the task seeds' and the imitation's seed"),
                                       ("--max-steps", int, 12, "step budget of an oracle episode")):

@@ -188,12 +188,13 @@ def flagged_instance_class() -> type:
 def main_browser_pid(scratch: Path, chromedriver_pid: int | None) -> int | None:
     """The Chromium browser process (the child of chromedriver), or None when it is gone."""
     for pid, name in browser_processes(scratch).items():
-        if name.startswith("chrom") and name != "chromedriver" and _parent(pid) == chromedriver_pid:
+        if name.startswith("chrom") and name != "chromedriver" and parent_pid(pid) == chromedriver_pid:
             return pid
     return None
 
 
-def _parent(pid: int) -> int | None:
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (Linux: /proc), or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode(errors="replace")

@@ -33,7 +33,7 @@ class WarmStartSettings:
     episodes: int = 6
     """Oracle episodes per task of the suite."""
     epochs: int = 80
-    lr: float = 1e-2
+    lr: float = 3e-3
     batch_size: int = 4
     seed: int = 0
     max_steps: int = 12

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from admire.envs.miniwob_browser import main_browser_pid
+from admire.envs.miniwob_browser import parent_pid
 from admire.envs.reaper import browser_processes
 
 
@@ -39,10 +39,11 @@ def running_episode(url: str, min_steps: int, token: str | None = None) -> dict[
 
 
 def browser_mains(scratch_root: Path) -> list[int]:
-    """The main Chromium processes (children of a chromedriver) of the browsers under ``scratch_root``."""
+    """The main Chromium processes of the browsers under ``scratch_root``: those whose parent is not a
+    Chromium process itself (it is the chromedriver that started them)."""
     found = browser_processes(scratch_root)
-    drivers = [pid for pid, name in found.items() if name == "chromedriver"]
-    return [pid for driver in drivers if (pid := main_browser_pid(scratch_root, driver)) is not None]
+    chromium = {pid for pid, name in found.items() if name.startswith("chrom") and name != "chromedriver"}
+    return sorted(pid for pid in chromium if parent_pid(pid) not in chromium)
 
 
 def kill_mid_episode(url: str, scratch_root: Path, *, min_steps: int = 1, timeout_s: float = 600.0,

@@ -10,6 +10,7 @@ a stand-in backed by the session's tiny-qwen2.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import hydra
+import numpy as np
 import pytest
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
@@ -34,7 +36,7 @@ from admire.envs.base import ENVS
 from admire.integrations.verl import agent_loop as gui
 from admire.integrations.verl.dataset import task_row
 from admire.rl.rollout import collect, group_requests
-from admire.types import Observation, Task, Termination, Trajectory
+from admire.types import Observation, Screenshot, Task, Termination, Trajectory
 from tests.support.fakes import ScriptedPolicy, SeededFormEnv
 from tests.support.models import tiny_qwen2_dir  # noqa: F401 - the session's prepared tiny model
 from tests.support.token_server import ScriptedTokenServer, TinyModelServer
@@ -393,3 +395,128 @@ def test_an_episode_of_real_miniwob_through_admire_serve_with_a_tiny_model_behin
     text = outputs[-1].extra_fields["admire_trajectory"]
     assert Trajectory.from_json(text) == trajectory and Trajectory.from_json(text).to_json() == text
     assert json.loads(text)["task"] == {"name": "miniwob/click-test", "seed": 11, "max_steps": None, "params": {}}
+
+
+# ------------------------------------------------------------------------------ what verl reads of every sample
+
+
+class VersionedTokenServer(ScriptedTokenServer):
+    """A scripted server that reports the weight version of each answer, as verl's servers do."""
+
+    def __init__(self, tokenizer: Any, respond: Any, versions: list[int]) -> None:
+        super().__init__(tokenizer, respond)
+        self.versions = versions
+
+    async def generate(self, request_id: str, **kwargs: Any):
+        output = await super().generate(request_id, **kwargs)
+        output.extra_fields["global_steps"] = self.versions[min(len(self.requests) - 1, len(self.versions) - 1)]
+        return output
+
+
+def test_every_sample_carries_the_weight_versions_its_episode_was_sampled_with(monkeypatch, tokenizer) -> None:
+    """verl tags each stored sample with min/max_global_steps and reads them as ints in ``_compute_metrics``."""
+    use_backend(monkeypatch)
+    server = VersionedTokenServer(tokenizer, solver, versions=[3, 4])
+    (outputs,) = play(verl_config(FAKE_ENV), server, tokenizer, {**row(), "global_steps": 5})
+    assert [(o.extra_fields["min_global_steps"], o.extra_fields["max_global_steps"]) for o in outputs] == [(3, 4)] * 2
+    assert np.array([o.extra_fields["min_global_steps"] for o in outputs], dtype=int).tolist() == [3, 3]
+
+
+def test_without_versions_from_the_server_a_sample_has_the_rollout_steps_weights(monkeypatch, tokenizer) -> None:
+    use_backend(monkeypatch)
+    (outputs,) = play(verl_config(FAKE_ENV), ScriptedTokenServer(tokenizer, solver), tokenizer,
+                      {**row(), "global_steps": 5})
+    assert {(o.extra_fields["min_global_steps"], o.extra_fields["max_global_steps"]) for o in outputs} == {(4, 4)}
+
+
+def verl_postprocess(monkeypatch: pytest.MonkeyPatch, outputs: list[Any], **kwargs: Any) -> dict[str, Any]:
+    """``outputs`` through verl's ``AgentLoopWorkerTQ._agent_loop_postprocess``; what it would put into TQ."""
+    from verl.trainer.ppo.v1 import agent_loop_tq
+
+    stored: dict[str, Any] = {}
+
+    async def put(*, keys, fields, tags, partition_id):
+        stored.update(keys=keys, fields=fields, tags=tags, partition_id=partition_id)
+
+    monkeypatch.setattr(agent_loop_tq.tq, "async_kv_batch_put", put)
+    worker_class = agent_loop_tq.AgentLoopWorkerTQ.__ray_actor_class__
+    worker = object.__new__(worker_class)
+    worker.reward_loop_worker_handles, worker.distillation_enabled, worker.processor = None, False, None
+    asyncio.run(worker_class._agent_loop_postprocess(worker, outputs, False, **kwargs))
+    return stored
+
+
+def test_a_batch_with_an_excluded_episode_keeps_every_field_verl_reads(monkeypatch, tokenizer) -> None:
+    """A group of one finished and one crashed episode, each through verl's post-processing, then stacked as
+    TransferQueue returns a batch: every row has ``rollout_log_probs`` (TQ keeps a field only if all rows have
+    it, and verl's debug metrics index it), and every tag's weight versions read as ints."""
+    from verl.utils.debug.metrics import calculate_debug_metrics
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    config = verl_config(FAKE_ENV, max_reruns=0)
+    config.actor_rollout_ref.rollout.calculate_log_probs = True
+    use_backend(monkeypatch)
+    (done,) = play(config, VersionedTokenServer(tokenizer, solver, versions=[7]), tokenizer, row(uid="g"))
+    gui.close_env_pools()
+    use_backend(monkeypatch, crash_on_step=0, crash_times=99)
+    (crashed,) = play(config, VersionedTokenServer(tokenizer, solver, versions=[7]), tokenizer, row(uid="g"))
+    assert trajectory_of(crashed).excluded and crashed[0].response_logprobs == [0.0]
+
+    rows, tags = [], []
+    for session, outputs in enumerate((done, crashed)):
+        stored = verl_postprocess(monkeypatch, outputs, uid="g", session_id=session, global_steps=8)
+        rows += [dict(zip(stored["fields"].keys(), values, strict=True))
+                 for values in zip(*(stored["fields"][k].unbind() if hasattr(stored["fields"][k], "unbind")
+                                     else stored["fields"][k] for k in stored["fields"]), strict=True)]
+        tags += stored["tags"]
+    assert all("rollout_log_probs" in r and r["rollout_log_probs"] is not None for r in rows)
+    assert np.array([t["min_global_steps"] for t in tags], dtype=int).tolist() == [7, 7, 7]
+    assert np.array([t["max_global_steps"] for t in tags], dtype=int).tolist() == [7, 7, 7]
+    batch = list_of_dict_to_tensordict([{k: r[k] for k in ("responses", "response_mask", "rollout_log_probs")}
+                                        for r in rows])
+    padded = batch.to_padded_tensor()
+    from verl import DataProto
+
+    data = DataProto.from_dict(tensors={"responses": padded["responses"], "response_mask": padded["response_mask"],
+                                        "rollout_log_probs": padded["rollout_log_probs"],
+                                        "old_log_probs": padded["rollout_log_probs"]})
+    metrics = calculate_debug_metrics(data)
+    assert math.isfinite(metrics["training/rollout_probs_diff_max"])
+
+
+def test_an_excluded_placeholder_has_a_text_prompt_and_no_image(monkeypatch, tokenizer) -> None:
+    """Even when its crashed attempt had turns: their prompts may hold a vision model's image tokens."""
+    use_backend(monkeypatch, crash_on_step=1, crash_times=99)
+    (outputs,) = play(verl_config(FAKE_ENV, max_reruns=0), ScriptedTokenServer(tokenizer, solver), tokenizer, row())
+    (placeholder,) = outputs
+    assert placeholder.multi_modal_data == {} and placeholder.response_mask == [0]
+    assert "the env crashed (excluded episode)" in tokenizer.decode(placeholder.prompt_ids)
+
+
+class ScreenshotEnv(ThreadRecordingEnv):
+    """A form env whose every screen has a (fake) PNG screenshot, distinct per step."""
+
+    def reset(self, task: Task) -> Observation:
+        return self._shot(super().reset(task))
+
+    def step(self, action):
+        result = super().step(action)
+        return dataclasses.replace(result, observation=self._shot(result.observation))
+
+    def _shot(self, observation: Observation) -> Observation:
+        png = b"\x89PNG fake screen " + str(len(self.threads)).encode()
+        return observation.model_copy(update={"screenshot": Screenshot.from_png(png, 1, 1)})
+
+
+def test_screenshots_cross_ray_as_hashes_and_their_bytes_go_to_the_run_folder(monkeypatch, tokenizer,
+                                                                               tmp_path) -> None:
+    monkeypatch.setitem(ENVS, "fake-form", lambda **options: ScreenshotEnv(**options))
+    env = {**FAKE_ENV, "screenshots": True}
+    (outputs,) = play(verl_config(env, run_dir=str(tmp_path)), ScriptedTokenServer(tokenizer, solver), tokenizer,
+                      row())
+    text = outputs[-1].extra_fields["admire_trajectory"]
+    shots = [s.observation.screenshot for s in Trajectory.from_json(text).steps]
+    assert shots and all(s is not None and s.png is None for s in shots)
+    assert all((tmp_path / "trajectories" / "screenshots" / f"{s.ref}.png").read_bytes().startswith(b"\x89PNG")
+               for s in shots)
+    assert "fake screen" not in text and len(text) < 20_000

@@ -53,9 +53,11 @@ def test_every_key_set_exists_in_verls_generated_config() -> None:
     keys = [o.split("=", 1)[0] for o in [*settings_overrides(cfg, "runs/x"), *user_overrides(cfg)]]
     missing = [k for k in keys if not k.startswith("+") and k not in known]
     assert not missing, f"not keys of verl's config (a typo?): {missing}"
-    added = [k.lstrip("+") for k in keys if k.startswith("+")]
+    added = [k.lstrip("+") for k in keys if k.startswith("+") and not k.startswith("++")]
     assert added == ["algorithm.std_floor", "algorithm.failed_group_baseline"]
     assert not [k for k in added if k in known]  # a '+' on an existing key would make Hydra refuse it
+    forced = [k for k in keys if k.startswith("++")]  # set whether or not verl's config has the key
+    assert forced == ["++actor_rollout_ref.model.override_config.attn_implementation"]
 
 
 def test_the_composed_config_is_what_verl_would_run(tmp_path: Path) -> None:
@@ -77,7 +79,7 @@ def test_the_composed_config_is_what_verl_would_run(tmp_path: Path) -> None:
     assert composed.actor_rollout_ref.actor.loss_agg_mode == "seq-mean-token-mean"
     assert (composed.data.train_batch_size, composed.trainer.total_training_steps) == (2, 2)
     assert composed.data.train_files == str(run / "verl" / "train.parquet")
-    assert list(composed.trainer.logger) == ["console", "tensorboard", "swanlab"]
+    assert list(composed.trainer.logger) == ["console", "file", "tensorboard", "swanlab"]
     assert composed.trainer.experiment_name == "r1" and composed.trainer.default_local_dir == str(run / "checkpoints")
     assert composed.data.max_prompt_length == 4096  # verl.overrides, passed unchanged and last
     # the ADMIRE config reaches verl's processes as its `admire` section, with the run directory
@@ -119,7 +121,7 @@ def test_the_estimators_loss_hints_and_the_evaluation_cadence() -> None:
     assert pairs["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"  # as the CPU trainer takes dapo's hint
     assert pairs["actor_rollout_ref.actor.clip_ratio_high"] == "0.28"
     assert (pairs["trainer.test_freq"], pairs["trainer.val_before_train"]) == ("-1", "false")
-    assert pairs["trainer.logger"] == "[console,wandb]"
+    assert pairs["trainer.logger"] == "[console,file,wandb]"
     _, pairs = _overrides("verl_stepwise", "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.use_kl_loss=false")
     assert pairs["algorithm.adv_estimator"] == "admire_grpo_traj"  # verl's grpo is outcome GRPO
     assert (pairs["actor_rollout_ref.actor.use_kl_loss"], pairs["actor_rollout_ref.actor.kl_loss_coef"]) == \
@@ -152,20 +154,101 @@ def test_what_verl_cannot_honour_is_refused() -> None:
     check_config(load_config("verl_stepwise"))  # as shipped: valid
 
 
-def test_a_machine_without_an_engine_or_gpu_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A GPU machine as the checks see it: the packages at the versions given here, the CUDA devices given."""
     import torch
 
+    state: dict[str, Any] = {"versions": {"verl": "0.9.1", "vllm": "0.24.1"}, "modules": {"vllm"}, "gpus": 8}
+    real = verl_config.importlib.util.find_spec
+    monkeypatch.setattr(verl_config, "installed_version", lambda package: state["versions"].get(package))
+    monkeypatch.setattr(verl_config.importlib.util, "find_spec",
+                        lambda name: object() if name in state["modules"] else
+                        (None if name in ("vllm", "sglang", "flash_attn") else real(name)))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: state["gpus"] > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: state["gpus"])
+    return state
+
+
+def test_a_machine_with_what_verl_needs_passes(machine: dict[str, Any]) -> None:
+    check_machine(load_config("verl_stepwise"))
+
+
+def test_each_missing_or_wrong_piece_is_one_line_naming_the_install(machine: dict[str, Any]) -> None:
     cfg = load_config("verl_stepwise")
-    monkeypatch.setattr(verl_config.importlib.util, "find_spec", lambda name: None)
+    machine["modules"] = set()
     with pytest.raises(ValueError, match=r"^actor_rollout_ref\.rollout\.name: trainer\.backend=verl rolls out with "
-                                         r"vllm, which is not installed; on the GPU machine: pip install vllm"):
+                                         r"vllm, which is not installed; on the GPU machine: pip install -c "
+                                         r"constraints/gpu\.txt vllm"):
         check_machine(cfg)
-    monkeypatch.setattr(verl_config.importlib.util, "find_spec", lambda name: object())
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    machine["modules"] = {"vllm"}
+    machine["versions"]["vllm"] = "0.33.0"  # what PyPI has: verl 0.9.1 drives vLLM 0.24's internals
+    with pytest.raises(ValueError, match=r"needs vllm<0\.25,>=0\.24, this machine has 0\.33\.0; pip install -c "
+                                         r"constraints/gpu\.txt vllm"):
+        check_machine(cfg)
+    machine["versions"]["vllm"] = "0.24.1"
+    machine["versions"]["verl"] = "0.10.0"
+    with pytest.raises(ValueError, match=r"needs verl<0\.10,>=0\.9\.1, this machine has 0\.10\.0"):
+        check_machine(cfg)
+    machine["versions"]["verl"] = "0.9.1"
+    machine["gpus"] = 2
     with pytest.raises(ValueError, match=r"^trainer\.n_gpus_per_node: 8 GPU\(s\) wanted, this machine has 2 CUDA"):
         check_machine(cfg)
     check_machine(load_config("verl_stepwise", ["trainer.n_gpus_per_node=2"]))
+
+
+def test_flash_attention_asked_for_but_absent_is_refused(machine: dict[str, Any]) -> None:
+    cfg = load_config("verl_stepwise", [
+        "verl.overrides=['++actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2']"])
+    with pytest.raises(ValueError, match=r"^verl\.overrides: flash_attention_2 is asked for but flash_attn is not"):
+        check_machine(cfg)
+    machine["modules"] = {"vllm", "flash_attn"}
+    check_machine(cfg)
+
+
+def test_local_miniwob_envs_need_chromium(machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINIWOB_CHROME_BINARY", "/nonexistent/chromium")
+    with pytest.raises(ValueError, match=r"^env\.src: the agent loops start MiniWoB\+\+ browsers here; Chromium not "
+                                         r"found at /nonexistent/chromium"):
+        check_machine(load_config("verl_stepwise"))
+    check_machine(load_config("verl_stepwise", ["env.src=[remote:http://127.0.0.1:8765]"]))
+
+
+def test_the_cpu_device_needs_no_gpu_and_no_engine(machine: dict[str, Any]) -> None:
+    machine.update(modules=set(), gpus=0)
+    cfg = load_config("verl_stepwise", ["trainer.device=cpu", "actor_rollout_ref.rollout.name=admire_hf",
+                                        "trainer.n_gpus_per_node=1"])
+    assert verl_config.machine_problems(cfg) == []
+    with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.rollout\.name: vllm needs a GPU; with "
+                                          r"trainer\.device=cpu set actor_rollout_ref\.rollout\.name=admire_hf"):
+        validate_config(load_config("verl_stepwise", ["trainer.device=cpu"]))
+
+
+def test_every_problem_is_listed_at_once(machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINIWOB_CHROME_BINARY", "/nonexistent/chromium")
+    machine.update(modules=set(), gpus=0)
+    problems = verl_config.machine_problems(load_config("verl_stepwise"))
+    assert [p.split(":", 1)[0] for p in problems] == ["actor_rollout_ref.rollout.name", "env.src",
+                                                      "trainer.n_gpus_per_node"]
+
+
+def test_the_cpu_device_composes_verls_cpu_settings() -> None:
+    cfg, pairs = _overrides("verl_stepwise", "trainer.device=cpu", "actor_rollout_ref.rollout.name=admire_hf",
+                            "trainer.n_gpus_per_node=2")
+    assert pairs["trainer.device"] == "cpu" and pairs["actor_rollout_ref.actor.strategy"] == "fsdp2"
+    assert pairs["++ray_kwargs.ray_init.num_gpus"] == "2"
+    assert pairs["++ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM"] == "admire_cpu"
+    assert pairs["++ray_kwargs.ray_init.runtime_env.env_vars.OMP_NUM_THREADS"] == "'1'"  # a string for Ray
+    assert pairs["++actor_rollout_ref.model.override_config.attn_implementation"] == "sdpa"
+    assert pairs["actor_rollout_ref.actor.fsdp_config.use_torch_compile"] == "false"
+    assert pairs["++actor_rollout_ref.actor.fsdp_config.mixed_precision"] == \
+        "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
+    assert pairs["actor_rollout_ref.rollout.free_cache_engine"] == "false"
+    assert verl_environment(cfg, "runs/x")["VERL_PLATFORM"] == "admire_cpu"
+    validate_verl_config(compose_verl_config([*settings_overrides(cfg, "runs/x"), *user_overrides(cfg)]))
+    _, gpu = _overrides("verl_stepwise")
+    assert "trainer.device" not in gpu and gpu["++actor_rollout_ref.model.override_config.attn_implementation"] in (
+        "sdpa", "flash_attention_2")
 
 
 def test_train_refuses_before_writing_and_the_dry_run_prints_the_command(

@@ -276,7 +276,8 @@ class AdmireGuiAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.settings = GuiLoopSettings.from_config(self.config)
         self.response_length = int(self.rollout_config.response_length)
-        self.log_probs = bool(getattr(self.rollout_config, "calculate_log_probs", False))
+        self.log_probs = bool(OmegaConf.select(self.config, "actor_rollout_ref.rollout.calculate_log_probs",
+                                               default=False))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         """Play the row's task once (re-running it after env crashes); the steps as verl samples."""

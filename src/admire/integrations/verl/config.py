@@ -422,14 +422,21 @@ ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {"vllm": (">=0.24", "<0.25")}
 """The engine versions verl 0.9.1 was built against (``constraints/gpu.txt`` pins the same)."""
 
 
-def _version_problems(package: str, bounds: Sequence[str], fix: str) -> list[str]:
+def installed_version(package: str) -> str | None:
+    """The installed distribution's version, or None."""
     from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _version_problems(package: str, bounds: Sequence[str], fix: str) -> list[str]:
     from packaging.specifiers import SpecifierSet
 
-    try:
-        found = version(package)
-    except PackageNotFoundError:
+    found = installed_version(package)
+    if found is None:
         return [f"trainer.backend=verl needs {package}, which is not installed; {fix}"]
     wanted = SpecifierSet(",".join(bounds))
     if found not in wanted:

@@ -148,7 +148,7 @@ class HFRolloutServer:
 
     async def state(self) -> dict[str, Any]:
         """What a test or a log wants to know: the weight version, the requests served, a weight checksum."""
-        with self._model_lock:
+        with self._model_lock, torch.no_grad():
             checksum = float(sum(p.double().sum() for p in self.model.parameters()))
         return {"global_steps": self.global_steps, "requests": self.requests, "checksum": checksum}
 

@@ -221,6 +221,10 @@ class AdmireStepRewards:
         rows = StepRows.from_data(data)
         usable = rows.usable
         scored = self.scorer.score(usable, epoch)
+        # The run's record, as the CPU trainer writes it (the viewer and `admire rewards` read both back).
+        self.run.write_trajectories("train", epoch, rows.trajectories)
+        self.run.write_rewards("train", epoch, {t.id: r for t, r in zip(usable, scored.rewards, strict=True)},
+                               "verl")
         by_id = {t.id: (t, r) for t, r in zip(usable, scored.rewards, strict=True)}
         step_rewards = np.zeros(len(data), dtype=np.float64)
         outcome = np.zeros(len(data), dtype=np.float64)

@@ -43,6 +43,8 @@ update, which is what one verl step is.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from admire.extras import require
@@ -144,6 +146,32 @@ def admire_advantages(data: DataProto, rewards: AdmireStepRewards, algorithm: An
     return data, metrics
 
 
+ADVANTAGES_FOLDER = "advantages"
+"""Under the run's ``trajectories/``: each training step's rows as ``{traj_id, step, reward, advantage}``."""
+
+
+def write_advantages(run_dir: Any, epoch: int, data: DataProto, padding: np.ndarray) -> Path:
+    """One line per real row of the batch: its episode and step, its step reward and the advantage the
+    estimator gave its tokens (None for a row with no trainable token), so that a run's numbers can be checked
+    against the CPU trainer's on the same trajectories."""
+    from admire.fileio import atomic_write_text
+
+    mask = data.batch["response_mask"].bool()
+    lines = []
+    for i in np.flatnonzero(~np.asarray(padding, dtype=bool)):
+        trained = mask[i]
+        advantage = float(data.batch["advantages"][i][trained][0]) if bool(trained.any()) else None
+        lines.append(json.dumps({"traj_id": str(data.non_tensor_batch["admire_traj_id"][i]),
+                                 "step": int(data.non_tensor_batch["admire_step"][i]),
+                                 "excluded": bool(data.non_tensor_batch["admire_excluded"][i]),
+                                 "reward": float(data.batch["token_level_scores"][i].sum()),
+                                 "advantage": advantage}))
+    path = Path(run_dir) / "trajectories" / ADVANTAGES_FOLDER / f"train_epoch_{epoch:04d}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return path
+
+
 def check_estimator(name: str) -> None:
     """Refuse, before verl starts anything, an estimator that is not one of ADMIRE's registered ones."""
     if not str(name).startswith(PREFIX):
@@ -205,10 +233,12 @@ class AdmireStepTrainer(PPOTrainerSync):
         fields = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=list(READ_FIELDS))
         lengths = fields["response_mask"]  # nested: each row's response length, for the write-back
         padding = np.asarray([bool(tag.get("is_padding", False)) for tag in batch.tags], dtype=bool)
+        epoch = max(self.global_steps - 1, 0)
         data, step_metrics = admire_advantages(stepwise_batch(fields), self.admire_rewards, self.config.algorithm,
-                                               epoch=max(self.global_steps - 1, 0), padding=padding,
+                                               epoch=epoch, padding=padding,
                                                kl_ctrl=getattr(self, "kl_ctrl_in_reward", None))
         metrics.update(step_metrics)
+        write_advantages(self.admire_rewards.run.path, epoch, data, padding)
         written = {name: response_to_nested(data.batch[name], lengths)
                    for name in WRITTEN if name in data.batch}
         return tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
