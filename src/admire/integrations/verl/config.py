@@ -418,7 +418,7 @@ def machine_problems(cfg: DictConfig) -> list[str]:
 
 
 VERL_VERSIONS = (">=0.9.1", "<0.10")
-ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {"vllm": (">=0.24", "<0.25")}
+ENGINE_VERSIONS: dict[str, tuple[str, ...]] = {"vllm": (">=0.24", "<0.25"), "sglang": (">=0.5.12", "<0.6")}
 """The engine versions verl 0.9.1 was built against (``constraints/gpu.txt`` pins the same)."""
 
 
