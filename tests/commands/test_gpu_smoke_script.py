@@ -1,5 +1,5 @@
-"""scripts/gpu_smoke.sh (one verl update on one GPU) and scripts/run_stepwise.sh (Qwen2.5-VL on one node), the
-verl runs prepared for GPU machines: their CPU dry runs print every command and run ``admire train --dry-run``,
+"""scripts/gpu_smoke.sh and cpu_smoke.sh (verl end to end on one GPU, on the CPU) and scripts/run_stepwise.sh
+(Qwen2.5-VL on one node): their dry runs print every command and run ``admire train --dry-run``,
 which checks the config with the schema, the verl backend's checks and verl's own composition and
 ``validate_config``, so a bad key fails here and nothing is prepared, served or written."""
 
@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.paths import REPO
 
 SMOKE = REPO / "scripts" / "gpu_smoke.sh"
+CPU_SMOKE = REPO / "scripts" / "cpu_smoke.sh"
+VERL_SMOKE = REPO / "scripts" / "verl_smoke.sh"
 STEPWISE = REPO / "scripts" / "run_stepwise.sh"
 
 
@@ -21,27 +25,37 @@ def dry_run(script: Path, *args: str, **env: str) -> subprocess.CompletedProcess
                           env={**os.environ, "PYTHON": sys.executable, **env}, timeout=240, cwd=REPO)
 
 
-def test_the_smoke_dry_run_prints_the_run_and_verls_command(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("script", "device", "rollout"), [(SMOKE, "cuda", "vllm"), (CPU_SMOKE, "cpu", "admire_hf")])
+def test_the_smoke_dry_run_prints_the_run_and_verls_command(tmp_path: Path, script: Path, device: str,
+                                                            rollout: str) -> None:
+    """The GPU smoke is the CPU one with the CPU key off: the same commands, the device and rollout aside."""
     out = tmp_path / "out"
-    result = dry_run(SMOKE, str(out))
+    result = dry_run(script, str(out))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"+ admire models prepare tiny-qwen2 {out}/tiny-qwen2"
-    assert lines[1].startswith("+ admire train --config configs/verl_stepwise.yaml trainer.backend=verl ")
-    assert "-m verl.trainer.main_ppo " in lines[2]
-    for setting in (f"actor_rollout_ref.model.path={out}/tiny-qwen2", "trainer.n_gpus_per_node=1",
-                    "trainer.total_training_steps=1", "trainer.v1.trainer_mode=admire_step",
-                    "algorithm.adv_estimator=admire_grpo_step", "actor_rollout_ref.rollout.agent.num_workers=1"):
-        assert f" {setting} " in f"{lines[2]} ", setting
-    assert lines[-1] == (f"dry run: the configuration is valid (trainer.backend=verl, run folder {out}/runs/tiny-verl; "
-                         "nothing written)")
+    assert lines[1].startswith(f"+ admire models warm-start {out}/tiny-qwen2 {out}/tiny-qwen2-warm --suite "
+                               "miniwob/click-button-sequence ")
+    assert lines[2] == "+ admire serve --num-devices 1 --port 8767"
+    train = next(line for line in lines if line.startswith("+ admire train --config configs/verl_stepwise.yaml "))
+    assert f" trainer.device={device} actor_rollout_ref.rollout.name={rollout} " in train
+    run = f"{out}/runs/{device}-verl"
+    assert f"+ admire train resume={run} trainer.total_epochs=3" in lines
+    command = next(line for line in lines if "-m verl.trainer.main_ppo " in line)
+    for setting in (f"actor_rollout_ref.model.path={out}/tiny-qwen2-warm", "trainer.n_gpus_per_node=1",
+                    "trainer.total_training_steps=2", "trainer.v1.trainer_mode=admire_step",
+                    "algorithm.adv_estimator=admire_grpo_step", f"actor_rollout_ref.rollout.name={rollout}",
+                    "trainer.save_freq=1", "++admire.max_reruns=0"):
+        assert f" {setting} " in f"{command} ", setting
+    assert ("VERL_PLATFORM=admire_cpu" in command) == (device == "cpu")
+    assert lines[-1] == f"dry run: the configuration is valid (trainer.backend=verl, run folder {run}; nothing written)"
     assert not out.exists()  # nothing prepared, no run folder
 
 
 def test_a_bad_key_in_the_smoke_script_fails_its_dry_run(tmp_path: Path) -> None:
-    broken = tmp_path / "gpu_smoke.sh"
-    broken.write_text(SMOKE.read_text().replace('"env.max_steps=2"', '"env.max_stepz=2"'))
-    result = dry_run(broken, str(tmp_path / "out"))
+    broken = tmp_path / "verl_smoke.sh"
+    broken.write_text(VERL_SMOKE.read_text().replace('"env.max_steps=3"', '"env.max_stepz=3"'))
+    result = dry_run(broken, str(tmp_path / "out"), DEVICE="cuda")
     assert result.returncode != 0
     assert "env.max_stepz: unknown key; did you mean env.max_steps?" in result.stderr
 
@@ -52,7 +66,7 @@ def test_the_stepwise_dry_run_serves_and_trains_on_the_node(tmp_path: Path) -> N
     lines = result.stdout.splitlines()
     assert lines[0] == "+ admire serve --backend miniwob --num-devices 16 --screenshots --port 8765 &"
     assert lines[1].startswith("+ admire train --config configs/verl_stepwise.yaml trainer.backend=verl ")
-    for setting in ("trainer.n_gpus_per_node=4", "'trainer.logger=[console,tensorboard,swanlab]'",
+    for setting in ("trainer.n_gpus_per_node=4", "'trainer.logger=[console,file,tensorboard,swanlab]'",
                     "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.agent.num_workers=8"):
         assert f" {setting} " in f"{lines[2]} ", setting
     assert lines[-1].startswith("dry run: the configuration is valid (trainer.backend=verl")

@@ -24,6 +24,7 @@ from typing import Any
 import hydra
 import numpy as np
 import pytest
+import torch
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from transformers import AutoTokenizer
@@ -163,7 +164,7 @@ def test_an_episode_is_one_sample_per_step_with_the_stepwise_contract(monkeypatc
         assert output.extra_fields == {
             "uid": "g7", "admire_traj_id": trajectory.id, "admire_step": i, "admire_num_steps": 2,
             "admire_excluded": False, "admire_trajectory": outputs[-1].extra_fields["admire_trajectory"] if i == 1
-            else None, "reward_extra_info": {}}
+            else None, "reward_extra_info": {}, "global_steps": 0, "min_global_steps": 0, "max_global_steps": 0}
         step = trajectory.steps[i]
         assert step.raw_output == text and step.format_valid
         assert step.log_prob == pytest.approx(-0.5 * len(output.response_ids))
@@ -451,7 +452,6 @@ def test_a_batch_with_an_excluded_episode_keeps_every_field_verl_reads(monkeypat
     TransferQueue returns a batch: every row has ``rollout_log_probs`` (TQ keeps a field only if all rows have
     it, and verl's debug metrics index it), and every tag's weight versions read as ints."""
     from verl.utils.debug.metrics import calculate_debug_metrics
-    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
     config = verl_config(FAKE_ENV, max_reruns=0)
     config.actor_rollout_ref.rollout.calculate_log_probs = True
@@ -459,27 +459,24 @@ def test_a_batch_with_an_excluded_episode_keeps_every_field_verl_reads(monkeypat
     (done,) = play(config, VersionedTokenServer(tokenizer, solver, versions=[7]), tokenizer, row(uid="g"))
     gui.close_env_pools()
     use_backend(monkeypatch, crash_on_step=0, crash_times=99)
-    (crashed,) = play(config, VersionedTokenServer(tokenizer, solver, versions=[7]), tokenizer, row(uid="g"))
+    (crashed,) = play(config, VersionedTokenServer(tokenizer, solver, versions=[7]), tokenizer,
+                      {**row(uid="g"), "global_steps": 8})  # it crashed before asking: step 8's weights, 7
     assert trajectory_of(crashed).excluded and crashed[0].response_logprobs == [0.0]
 
-    rows, tags = [], []
+    columns: dict[str, list[torch.Tensor]] = {"responses": [], "response_mask": [], "rollout_log_probs": []}
+    tags = []
     for session, outputs in enumerate((done, crashed)):
         stored = verl_postprocess(monkeypatch, outputs, uid="g", session_id=session, global_steps=8)
-        rows += [dict(zip(stored["fields"].keys(), values, strict=True))
-                 for values in zip(*(stored["fields"][k].unbind() if hasattr(stored["fields"][k], "unbind")
-                                     else stored["fields"][k] for k in stored["fields"]), strict=True)]
+        for name, column in columns.items():
+            assert name in stored["fields"].keys()  # noqa: SIM118 - TQ keeps a field only if every row has it
+            column.extend(stored["fields"][name].unbind())
         tags += stored["tags"]
-    assert all("rollout_log_probs" in r and r["rollout_log_probs"] is not None for r in rows)
     assert np.array([t["min_global_steps"] for t in tags], dtype=int).tolist() == [7, 7, 7]
     assert np.array([t["max_global_steps"] for t in tags], dtype=int).tolist() == [7, 7, 7]
-    batch = list_of_dict_to_tensordict([{k: r[k] for k in ("responses", "response_mask", "rollout_log_probs")}
-                                        for r in rows])
-    padded = batch.to_padded_tensor()
+    padded = {name: torch.nn.utils.rnn.pad_sequence(column, batch_first=True) for name, column in columns.items()}
     from verl import DataProto
 
-    data = DataProto.from_dict(tensors={"responses": padded["responses"], "response_mask": padded["response_mask"],
-                                        "rollout_log_probs": padded["rollout_log_probs"],
-                                        "old_log_probs": padded["rollout_log_probs"]})
+    data = DataProto.from_dict(tensors={**padded, "old_log_probs": padded["rollout_log_probs"]})
     metrics = calculate_debug_metrics(data)
     assert math.isfinite(metrics["training/rollout_probs_diff_max"])
 

@@ -270,3 +270,32 @@ def test_train_refuses_before_writing_and_the_dry_run_prints_the_command(
     assert out[-1] == f"dry run: the configuration is valid (trainer.backend=verl, run folder {runs / 'r'}; " \
                       "nothing written)"
     assert not runs.exists()
+
+
+def test_the_attention_kernel_is_flash_attention_only_where_it_is_installed_on_a_gpu(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's actor asks for ``flash_attention_2`` by default, which fails to load without ``flash_attn``."""
+    real = verl_config.importlib.util.find_spec
+    installed: set[str] = set()
+    monkeypatch.setattr(verl_config.importlib.util, "find_spec",
+                        lambda name: object() if name in installed else (None if name == "flash_attn" else real(name)))
+    gpu, cpu = load_config("verl_stepwise"), load_config("verl_stepwise", ["trainer.device=cpu"])
+    assert (verl_config.attention(gpu), verl_config.attention(cpu)) == ("sdpa", "sdpa")
+    installed.add("flash_attn")
+    assert (verl_config.attention(gpu), verl_config.attention(cpu)) == ("flash_attention_2", "sdpa")
+
+
+def test_the_gpu_constraints_pin_the_engine_versions_the_machine_check_accepts() -> None:
+    from packaging.specifiers import SpecifierSet
+
+    pins = dict(line.split("==") for line in (REPO / "constraints" / "gpu.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert pins["vllm"] in SpecifierSet(",".join(verl_config.ENGINE_VERSIONS["vllm"]))
+    assert pins["torch"] == "2.11.0"  # what vLLM 0.24 is built with
+
+
+def test_verls_hydra_folder_and_metrics_go_into_the_run(tmp_path: Path) -> None:
+    cfg = load_config("verl_stepwise", ["trainer.backend=verl"])
+    assert f"hydra.run.dir={tmp_path.absolute() / 'verl' / 'hydra'}" in verl_overrides(cfg, tmp_path)
+    path = Path(verl_environment(cfg, tmp_path)["VERL_FILE_LOGGER_PATH"])
+    assert path.parent == tmp_path.absolute() / "verl" and path.name.startswith("metrics-")

@@ -17,6 +17,7 @@ from verl.trainer.ppo.core_algos import get_adv_estimator_fn
 from admire.integrations.verl import plugin
 from admire.integrations.verl.advantages import verl_estimator
 from admire.rl.advantages import AdvantageResult, register_advantage
+from tests.support.models import tiny_qwen2_dir  # noqa: F401 - the session's prepared tiny model
 from tests.support.verl_registry import verl_estimators_restored
 
 BUILTINS = ("admire_grpo_step", "admire_grpo_traj", "admire_rloo_step", "admire_dapo_step")
@@ -130,3 +131,54 @@ def test_register_adds_an_estimator_registered_since():
         get_adv_estimator_fn("admire_since")
     plugin.register()
     assert get_adv_estimator_fn("admire_since") is verl_estimator("since")
+
+
+CPU_PROBE = textwrap.dedent("""
+    import json
+    import torch.distributed as dist
+    import verl
+    from verl.utils.device import get_device_name, get_nccl_backend, get_torch_device
+    from verl.workers.engine.base import EngineRegistry
+    from verl.workers import engine_workers
+    import os
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PROBE_PORT"], RANK="0", WORLD_SIZE="1")
+    engine_workers.initialize_global_process_group_ray()
+    from verl.workers.engine.fsdp import transformer_impl
+    policy = transformer_impl.CPUOffloadPolicy(pin_memory=True)
+    print(json.dumps({"device": get_device_name(), "backend": get_nccl_backend(),
+                      "engine": EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__,
+                      "group": dist.get_backend(), "pinned": policy.pin_memory,
+                      "memory": get_torch_device().max_memory_allocated() > 0}))
+""")
+
+
+def test_the_cpu_platform_in_a_fresh_process_gives_verl_a_cpu_device_gloo_and_its_fsdp_engine():
+    """``VERL_PLATFORM=admire_cpu`` (what ``trainer.device=cpu`` sets in every worker): on ``import verl`` the
+    plugin registers the platform, the FSDP engines for ``cpu``, a gloo-only process group and unpinned
+    offload, before any verl module asks for the device."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "VERL_PLATFORM": "admire_cpu", "PROBE_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-c", CPU_PROBE], env=env, capture_output=True, text=True, timeout=300,
+                          check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "device": "cpu", "backend": "gloo", "engine": "FSDPEngineWithLMHead", "group": "cpu:gloo", "pinned": False,
+        "memory": True}
+
+
+def test_verl_does_not_import_trls_value_head_even_where_trl_is_installed(tiny_qwen2_dir):  # noqa: F811
+    """verl's model patches import ``AutoModelForCausalLMWithValueHead`` from TRL whenever TRL is importable;
+    TRL 1.x has none, so the actor's build would fail in this project's environment (which has the TRL adapter)."""
+    import importlib.util
+
+    from transformers import AutoModelForCausalLM
+    from verl.models.transformers import monkey_patch
+
+    assert importlib.util.find_spec("trl") is not None  # the situation this guards against
+    plugin.register()
+    assert monkey_patch.is_trl_available() is False
+    model = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, local_files_only=True)
+    monkey_patch.apply_monkey_patch(model)  # raised ImportError before

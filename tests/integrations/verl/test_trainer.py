@@ -156,3 +156,35 @@ def test_the_trainer_is_registered_as_admire_step_and_runs_verls_sync_branches()
     trainer = AdmireStepTrainer.__new__(AdmireStepTrainer)
     trainer.trainer_mode = "admire_step"  # what verl's __init__ assigns (trainer.v1.trainer_mode)
     assert trainer.trainer_mode == "sync"
+
+
+class RecordingWorkers:
+    """The actor's worker group as far as ``_update_actor`` uses it: records what ``update_actor`` was told."""
+
+    def __init__(self) -> None:
+        self.told: dict[str, Any] = {}
+
+    def update_actor(self, batch: KVBatchMeta) -> dict[str, Any]:
+        self.told = dict(batch.extra_info)
+        return {"metrics": {"mfu": [0.0], "pg_loss": [0.0]}}
+
+
+def test_the_actor_trains_on_the_whole_batch_and_counts_only_rows_with_a_trainable_token(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl counts ``ppo_mini_batch_size`` in prompts × n rows and divides ``seq-mean-token-mean`` by that fixed
+    count; a stepwise batch has Σ steps rows, some of them padding or excluded (``response_mask`` all 0)."""
+    queue, batch, _ = queued_batch(monkeypatch)
+    queue.rows["k0"]["response_mask"] = torch.zeros_like(queue.rows["k0"]["response_mask"])  # an excluded step
+    trainer = make_trainer(tmp_path, "admire_grpo_step")
+    trainer.config = OmegaConf.merge(trainer.config, {"actor_rollout_ref": {
+        "actor": {"ppo_mini_batch_size": 2, "ppo_epochs": 2, "calculate_entropy": False, "entropy_coeff": 0.0,
+                  "data_loader_seed": 0, "shuffle": False, "use_dynamic_bsz": False,
+                  "ppo_micro_batch_size_per_gpu": 2},
+        "rollout": {"n": 4, "temperature": 1.0}}})
+    workers = trainer.actor_rollout_wg = RecordingWorkers()
+    trainer._update_actor(batch, {})
+    assert workers.told["mini_batch_size"] == len(batch)  # one optimizer step per PPO epoch, not Σ steps / (2 × 4)
+    assert workers.told["global_batch_size"] == len(batch) - 2  # neither the padding row nor the excluded one
+    assert workers.told["epochs"] == 2
+    assert trainer.actor_rollout_wg is workers
+    assert trainer._get_required_batch_multiple(dp_size=3) == 6  # data parallel × micro-batch, not × n prompts
