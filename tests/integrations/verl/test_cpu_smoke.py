@@ -157,3 +157,8 @@ def test_the_cpu_trainers_code_gives_the_same_rewards_and_advantages_on_the_reco
                 compared += 1
     bank.close()
     assert compared >= 6
+
+
+def test_the_model_is_tiny_qwen2_after_a_supervised_warm_start(smoke: Path) -> None:
+    record = json.loads((smoke / "tiny-qwen2-warm" / "admire-warm-start.json").read_text())
+    assert record["demonstrations"] == 6 and record["metrics"]["nll_after"] < 0.05 < record["metrics"]["nll_before"]
