@@ -299,3 +299,13 @@ def test_verls_hydra_folder_and_metrics_go_into_the_run(tmp_path: Path) -> None:
     assert f"hydra.run.dir={tmp_path.absolute() / 'verl' / 'hydra'}" in verl_overrides(cfg, tmp_path)
     path = Path(verl_environment(cfg, tmp_path)["VERL_FILE_LOGGER_PATH"])
     assert path.parent == tmp_path.absolute() / "verl" and path.name.startswith("metrics-")
+
+
+def test_screenshots_for_a_vision_model_on_the_text_only_rollout_are_refused(tmp_path: Path) -> None:
+    model = tmp_path / "vl"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2_5_vl", "vision_config": {"depth": 2}}')
+    keys = ["trainer.device=cpu", "actor_rollout_ref.rollout.name=admire_hf", f"actor_rollout_ref.model.path={model}"]
+    with pytest.raises(ValueError, match=r"^env\.screenshots: the admire_hf rollout serves text models only"):
+        check_verl_config(load_config("verl_stepwise", [*keys, "env.screenshots=true"]))
+    check_verl_config(load_config("verl_stepwise", [*keys, "env.screenshots=false"]))

@@ -309,7 +309,24 @@ def check_verl_config(cfg: DictConfig) -> None:
                              f"actor_rollout_ref.actor.{key}=null for trainer.backend=verl")
     if OmegaConf.select(cfg, "actor_rollout_ref.warm_start.enable", default=False):
         raise ValueError("actor_rollout_ref.warm_start.enable: the verl backend has no behaviour-cloning warm "
-                         "start; start from a model that has one (actor_rollout_ref.model.path) and set it to false")
+                         "start; start from a model that has one (admire models warm-start writes one) and set it "
+                         "to false")
+    rollout = OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm")
+    if rollout == "admire_hf" and bool(OmegaConf.select(cfg, "env.screenshots", default=False)) \
+            and _vision_language(str(cfg.actor_rollout_ref.model.path)):
+        raise ValueError("env.screenshots: the admire_hf rollout serves text models only, and this model reads "
+                         "images; set env.screenshots=false, or roll out with actor_rollout_ref.rollout.name=vllm")
+
+
+def _vision_language(model_path: str) -> bool:
+    """The model directory's config has a vision tower (a model the agent loop would send screenshots to)."""
+    import json
+
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "vision_config" in config
 
 
 def verl_config_dir() -> Path:
