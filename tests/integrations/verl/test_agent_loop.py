@@ -177,20 +177,9 @@ def test_an_episode_is_one_sample_per_step_with_the_stepwise_contract(monkeypatc
 def test_verls_v1_worker_stores_each_step_as_its_own_sample_with_the_contract_fields(monkeypatch, tokenizer) -> None:
     """The outputs through verl's own post-processing (``AgentLoopWorkerTQ._agent_loop_postprocess``, text-only,
     no reward workers), with TransferQueue's put replaced by a recorder."""
-    from verl.trainer.ppo.v1 import agent_loop_tq
-
     use_backend(monkeypatch)
     (outputs,) = play(verl_config(FAKE_ENV), ScriptedTokenServer(tokenizer, solver), tokenizer, row(uid="g1"))
-    stored: dict[str, Any] = {}
-
-    async def put(*, keys, fields, tags, partition_id):
-        stored.update(keys=keys, fields=fields, tags=tags, partition_id=partition_id)
-
-    monkeypatch.setattr(agent_loop_tq.tq, "async_kv_batch_put", put)
-    worker_class = agent_loop_tq.AgentLoopWorkerTQ.__ray_actor_class__
-    worker = object.__new__(worker_class)
-    worker.reward_loop_worker_handles, worker.distillation_enabled, worker.processor = None, False, None
-    asyncio.run(worker_class._agent_loop_postprocess(worker, outputs, False, uid="g1", session_id=2, global_steps=5))
+    stored = verl_postprocess(monkeypatch, outputs, uid="g1", session_id=2, global_steps=5)
 
     assert stored["keys"] == ["g1_2_0", "g1_2_1"] and stored["partition_id"] == "train"
     fields = stored["fields"]
