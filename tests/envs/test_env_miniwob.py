@@ -288,6 +288,19 @@ def test_same_seed_same_episode_other_seed_other_episode(miniwob_env):
 
 
 @browser
+def test_an_episode_starts_with_nothing_focused_whatever_the_last_one_focused(miniwob_env):
+    """click-button-sequence moves its buttons rather than rebuilding them: the last episode's focus would
+    carry over, and the same seed's first screen (and whether a click changes it) would depend on it."""
+    task = make_task("miniwob/click-button-sequence", seed=8)
+    fresh = miniwob_env.reset(task)
+    miniwob_env.step(Action(action_type="click", index=1))  # TWO focused, the episode failed
+    again = miniwob_env.reset(task)
+    assert not any(e.is_focused for e in again.ui_elements)
+    assert again == fresh
+    assert miniwob_env.step(Action(action_type="click", index=0)).info["screen_changed"] is True
+
+
+@browser
 def test_the_in_page_timer_is_lifted_and_stays_lifted(miniwob_env):
     def page_limit() -> tuple[float, str]:
         return tuple(miniwob_env.driver.execute_script(

@@ -87,6 +87,7 @@ RESET_JS = SETTLE_HOOK_JS + """
 if (window.__admireSettle.leftovers()) { return 'reload'; }
 core.EPISODE_MAX_TIME = arguments[1];
 core.endEpisode(0);
+if (document.activeElement && document.activeElement !== document.body) { document.activeElement.blur(); }
 Math.seedrandom(arguments[2]);
 core.setDataMode(arguments[3]);
 core.startEpisodeReal();
@@ -96,7 +97,10 @@ return WOB_TASK_READY;
 the settle hooks are installed before the episode starts, so its first timers are counted. Answers
 ``'reload'`` (and starts nothing) when the last episode left visible elements outside the task area,
 e.g. use-autocomplete's open menu: the page is then loaded afresh, so an episode never shows another
-episode's leftovers. Arguments: short-timer ms, max time, seed, data mode."""
+episode's leftovers. The focus is taken off whatever the last episode focused: a task that repositions its
+elements rather than rebuilding them (click-button-sequence) would otherwise start with the last episode's
+button focused, and its first screen would depend on the episode before. Arguments: short-timer ms, max time,
+seed, data mode."""
 
 
 @functools.cache
