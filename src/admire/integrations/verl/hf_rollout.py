@@ -73,7 +73,7 @@ class HFRolloutServer:
 
         if torch_threads:
             torch.set_num_threads(int(torch_threads))
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the worker's, when it has one
         wanted = getattr(torch, dtype) if self.device.type == "cuda" else torch.float32
         self.model = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=wanted, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
@@ -218,13 +218,29 @@ class HFRolloutReplica(RolloutReplica):
     """verl's replica for ``admire_hf``: one :class:`HFRolloutServer` actor per replica."""
 
     async def launch_servers(self) -> None:
+        """One server on the node of the replica's first actor worker, seeing that worker's accelerator (as
+        verl's vLLM replica places its server: no resource of its own, the device shared with the actor)."""
         if self.servers:
             return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from verl.plugin.platform import get_platform
+        from verl.utils.device import get_resource_name
+
+        platform = get_platform()
+        accelerated = platform.device_name != "cpu"
+        resource = get_resource_name()
+        node, device = await self.workers[0].__ray_call__.remote(lambda _: (
+            ray.get_runtime_context().get_node_id(),
+            (ray.get_runtime_context().get_accelerator_ids().get(resource) or [None])[0]))
+        env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        if accelerated and device is not None:
+            env |= {var: "1" for var in platform.ray_noset_envvars()}
+            env[platform.visible_devices_envvar()] = str(device)
         model_path = str(getattr(self.model_config, "local_path", None) or self.model_config.path)
         remote = ray.remote(HFRolloutServer).options(
-            name=server_name(self.replica_rank, self.name_suffix), num_cpus=0,
-            num_gpus=0.01 if torch.cuda.is_available() else 0, max_concurrency=self.max_concurrency,
-            runtime_env={"env_vars": {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}})
+            name=server_name(self.replica_rank, self.name_suffix), num_cpus=0, max_concurrency=self.max_concurrency,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+            runtime_env={"env_vars": env})
         server = remote.remote(model_path, dtype=str(self.config.dtype),
                                trust_remote_code=bool(getattr(self.model_config, "trust_remote_code", False)),
                                prompt_length=int(self.config.prompt_length),
