@@ -78,8 +78,8 @@ say() {  # the command as one line to paste: arguments with quotes or spaces in 
 if [[ "$DRY_RUN" == 1 ]]; then
     say admire models prepare tiny-qwen2 "$BASE"
     say admire models warm-start "$BASE" "$MODEL" "${WARM[@]}"
-    say admire serve --num-devices 1 --port "$PORT"
-    say "$PYTHON" -m admire.server.faults "$URL" "$OUT/serve-tmp"
+    say TMPDIR=/tmp/admire-serve.XXXXXX admire serve --num-devices 1 --port "$PORT"
+    say "$PYTHON" -m admire.server.faults "$URL" /tmp/admire-serve.XXXXXX
     say admire train "${OVERRIDES[@]}"
     say rm -rf "$RUN/checkpoints/global_step_2"
     say echo 1 ">" "$RUN/checkpoints/latest_checkpointed_iteration.txt"
@@ -94,10 +94,13 @@ fi
 mkdir -p "$OUT"
 [[ -d "$BASE" ]] || "$PYTHON" -m admire.cli models prepare tiny-qwen2 "$BASE"
 [[ -d "$MODEL" ]] || "$PYTHON" -m admire.cli models warm-start "$BASE" "$MODEL" "${WARM[@]}"
-rm -rf "$RUN" "$OUT/serve-tmp"
-mkdir -p "$OUT/serve-tmp"
+rm -rf "$RUN"
+# Short folders under /tmp: the server's browsers (Chromium refuses a long scratch path) and Ray's session (its
+# socket paths may not exceed 107 characters, and OUT may be deep). Both go when the script ends.
+SERVE_TMP="$(mktemp -d /tmp/admire-serve.XXXXXX)"
+export RAY_TMPDIR="$(mktemp -d /tmp/admire-ray.XXXXXX)"
 
-TMPDIR="$OUT/serve-tmp" "$PYTHON" -m admire.cli serve --num-devices 1 --port "$PORT" --no-dashboard \
+TMPDIR="$SERVE_TMP" "$PYTHON" -m admire.cli serve --num-devices 1 --port "$PORT" --no-dashboard \
     > "$OUT/serve.log" 2>&1 &
 SERVE=$!
 KILLER=""
@@ -105,6 +108,7 @@ cleanup() {
     [[ -n "$KILLER" ]] && kill "$KILLER" 2>/dev/null || true
     kill "$SERVE" 2>/dev/null || true
     wait "$SERVE" 2>/dev/null || true
+    rm -rf "$SERVE_TMP" "$RAY_TMPDIR"
 }
 trap cleanup EXIT
 for _ in $(seq 120); do
@@ -113,12 +117,15 @@ for _ in $(seq 120); do
     sleep 1
 done
 
-"$PYTHON" -m admire.server.faults "$URL" "$(cd "$OUT/serve-tmp" && pwd)" --timeout "$SMOKE_TIMEOUT" \
+"$PYTHON" -m admire.server.faults "$URL" "$SERVE_TMP" --timeout "$SMOKE_TIMEOUT" \
     > "$OUT/kill.log" 2>&1 &
 KILLER=$!
 timeout "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "${OVERRIDES[@]}" > "$OUT/train.log" 2>&1 \
     || { echo "admire train failed; see $OUT/train.log" >&2; exit 1; }
-wait "$KILLER" || { echo "no browser was killed; see $OUT/kill.log" >&2; exit 1; }
+if kill -0 "$KILLER" 2>/dev/null || ! wait "$KILLER"; then  # still waiting, or gave up: nothing was killed
+    echo "no browser was killed during the run; see $OUT/kill.log" >&2
+    exit 1
+fi
 KILLER=""
 rm -rf "$RUN/checkpoints/global_step_2"
 echo 1 > "$RUN/checkpoints/latest_checkpointed_iteration.txt"

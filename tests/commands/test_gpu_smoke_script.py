@@ -36,7 +36,7 @@ def test_the_smoke_dry_run_prints_the_run_and_verls_command(tmp_path: Path, scri
     assert lines[0] == f"+ admire models prepare tiny-qwen2 {out}/tiny-qwen2"
     assert lines[1].startswith(f"+ admire models warm-start {out}/tiny-qwen2 {out}/tiny-qwen2-warm --suite "
                                "miniwob/click-button-sequence ")
-    assert lines[2] == "+ admire serve --num-devices 1 --port 8767"
+    assert lines[2] == "+ TMPDIR=/tmp/admire-serve.XXXXXX admire serve --num-devices 1 --port 8767"
     train = next(line for line in lines if line.startswith("+ admire train --config configs/verl_stepwise.yaml "))
     assert f" trainer.device={device} actor_rollout_ref.rollout.name={rollout} " in train
     run = f"{out}/runs/{device}-verl"
