@@ -120,7 +120,7 @@ done
 "$PYTHON" -m admire.server.faults "$URL" "$SERVE_TMP" --timeout "$SMOKE_TIMEOUT" \
     > "$OUT/kill.log" 2>&1 &
 KILLER=$!
-timeout "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "${OVERRIDES[@]}" > "$OUT/train.log" 2>&1 \
+timeout --kill-after=60 "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "${OVERRIDES[@]}" > "$OUT/train.log" 2>&1 \
     || { echo "admire train failed; see $OUT/train.log" >&2; exit 1; }
 if kill -0 "$KILLER" 2>/dev/null || ! wait "$KILLER"; then  # still waiting, or gave up: nothing was killed
     echo "no browser was killed during the run; see $OUT/kill.log" >&2
@@ -129,6 +129,6 @@ fi
 KILLER=""
 rm -rf "$RUN/checkpoints/global_step_2"
 echo 1 > "$RUN/checkpoints/latest_checkpointed_iteration.txt"
-timeout "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "resume=$RUN" trainer.total_epochs=3 > "$OUT/resume.log" 2>&1 \
+timeout --kill-after=60 "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "resume=$RUN" trainer.total_epochs=3 > "$OUT/resume.log" 2>&1 \
     || { echo "the resume failed; see $OUT/resume.log" >&2; exit 1; }
 echo "verl smoke passed on $DEVICE: $RUN"

@@ -435,6 +435,9 @@ class TrainingConfig(_Section):
         if self.trainer.n_gpus_per_node < 1:
             raise ValueError("trainer.n_gpus_per_node: trainer.backend=verl trains on GPUs; set the GPUs of each "
                              "node, e.g. trainer.n_gpus_per_node=8 (with trainer.device=cpu: worker processes)")
+        if self.trainer.device == "cpu" and self.trainer.nnodes > 1:
+            raise ValueError("trainer.nnodes: trainer.device=cpu runs verl's workers on this machine only (its Ray "
+                             "is started here, with CPU slots standing in for GPUs); set trainer.nnodes=1")
         if self.trainer.device == "cpu" and self.actor_rollout_ref.rollout.name != "admire_hf":
             raise ValueError(f"actor_rollout_ref.rollout.name: {self.actor_rollout_ref.rollout.name} needs a GPU; "
                              "with trainer.device=cpu set actor_rollout_ref.rollout.name=admire_hf")

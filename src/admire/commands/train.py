@@ -161,12 +161,36 @@ def train_on_verl(cfg: Any, run_dir: Path, console: Any) -> int:
     line = show_command(command, env)
     atomic_write_text(run_dir / "verl" / "command.sh", f"#!/usr/bin/env bash\n{line}\n")
     console.print(f"[bold]verl[/bold] {line}")
+    from admire.signals import Terminated, terminate_on_signals
+
+    # verl in its own process group: a stop (Ctrl-C, a scheduler's SIGTERM, a closed terminal) ends the trainer
+    # and the Ray cluster it started together, rather than leaving them running without this process.
+    process = subprocess.Popen(command, env={**os.environ, **env}, start_new_session=True)
     try:
-        return subprocess.run(command, env={**os.environ, **env}, check=False).returncode
-    except KeyboardInterrupt:
+        with terminate_on_signals():
+            return process.wait()
+    except (KeyboardInterrupt, Terminated):
+        stop_process_group(process)
         print(f"admire train: stopped; verl resumes from its checkpoints: admire train resume={run_dir}",
               file=sys.stderr)
         return 130
+
+
+def stop_process_group(process: Any, grace_s: float = 30.0) -> None:
+    """SIGTERM the process's group, then SIGKILL what is left after ``grace_s``."""
+    import signal
+    import subprocess
+
+    for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(process.pid, signum)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 # --------------------------------------------------------------------------------------------------

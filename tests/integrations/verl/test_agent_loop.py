@@ -410,6 +410,7 @@ def test_every_sample_carries_the_weight_versions_its_episode_was_sampled_with(m
     (outputs,) = play(verl_config(FAKE_ENV), server, tokenizer, {**row(), "global_steps": 5})
     assert [(o.extra_fields["min_global_steps"], o.extra_fields["max_global_steps"]) for o in outputs] == [(3, 4)] * 2
     assert np.array([o.extra_fields["min_global_steps"] for o in outputs], dtype=int).tolist() == [3, 3]
+    assert trajectory_of(outputs).info["weight_versions"] == [3, 4]
 
 
 def test_without_versions_from_the_server_a_sample_has_the_rollout_steps_weights(monkeypatch, tokenizer) -> None:
@@ -417,6 +418,7 @@ def test_without_versions_from_the_server_a_sample_has_the_rollout_steps_weights
     (outputs,) = play(verl_config(FAKE_ENV), ScriptedTokenServer(tokenizer, solver), tokenizer,
                       {**row(), "global_steps": 5})
     assert {(o.extra_fields["min_global_steps"], o.extra_fields["max_global_steps"]) for o in outputs} == {(4, 4)}
+    assert trajectory_of(outputs).info["weight_versions"] == []  # what the server reported: nothing
 
 
 def verl_postprocess(monkeypatch: pytest.MonkeyPatch, outputs: list[Any], **kwargs: Any) -> dict[str, Any]:

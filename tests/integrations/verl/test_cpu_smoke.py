@@ -40,7 +40,6 @@ def free_port() -> int:
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The script's output folder after one run (it fails the module when the script fails)."""
     out = tmp_path_factory.mktemp("cpu-verl")
-    # TMPDIR stays the suite's: Ray puts its sockets there, and a socket path has at most 107 characters.
     env = {**os.environ, "PYTHON": sys.executable, "SMOKE_PORT": str(free_port())}
     done = subprocess.run(["bash", str(REPO / "scripts" / "cpu_smoke.sh"), str(out)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=1800, check=False)
@@ -68,6 +67,19 @@ def test_two_global_steps_then_a_resume_from_step_1_to_step_3(smoke: Path) -> No
     assert [row["step"] for row in resumed if "actor/pg_loss" in row["data"]] == [2, 3]
     for row in training:
         assert math.isfinite(row["data"]["actor/pg_loss"]) and math.isfinite(row["data"]["actor/grad_norm"])
+
+
+def test_every_rollout_used_the_weights_of_the_step_before(smoke: Path) -> None:
+    """The weight sync reached the rollout: each answer of step s was sampled by the weights the actor had after
+    step s - 1 (the version the server reports), and those weights give the actor's own token probabilities."""
+    run = run_of(smoke)
+    for epoch in (0, 1, 2):
+        played = [t for t in run.read_trajectories("train", epoch) if not t.excluded]
+        assert played and all(t.info["weight_versions"] == [epoch] for t in played), epoch
+    for launch in metrics(smoke):
+        for row in (r for r in launch if "actor/pg_loss" in r["data"]):
+            assert row["data"]["training/off_policy/trajectory_staleness/max"] == 0
+            assert row["data"]["training/rollout_probs_diff_max"] < 1e-3
 
 
 def test_the_admire_reward_metrics_reach_verls_logger(smoke: Path) -> None:

@@ -47,7 +47,7 @@ def test_generate_answers_token_ids_with_the_log_probs_of_the_weights_that_sampl
 
 
 def test_greedy_requests_are_repeatable_and_report_the_weight_version(server) -> None:
-    asyncio.run(server.set_global_steps(4))
+    asyncio.run(server.commit_weights(4))  # nothing staged: only the version
     first, second = (asyncio.run(server.generate(prompt_ids=PROMPT, sampling_params={"temperature": 0},
                                                  request_id=str(i))) for i in range(2))
     assert first.token_ids == second.token_ids and first.extra_fields["global_steps"] == 4
@@ -82,7 +82,8 @@ def test_log_probs_of_a_greedy_answer_use_the_raw_logits() -> None:
         torch.log_softmax(logits / 2, -1)[[0, 1], [0, 1]].tolist())
 
 
-def test_weights_from_the_actor_replace_the_servers_and_unknown_names_are_refused(tiny_qwen2_dir) -> None:  # noqa: F811
+def test_weights_from_the_actor_replace_the_servers_at_commit_and_unknown_names_are_refused(
+        tiny_qwen2_dir) -> None:  # noqa: F811
     server = HFRolloutServer(str(tiny_qwen2_dir), prompt_length=64, response_length=4)
     before = asyncio.run(server.state())["checksum"]
     trained = AutoModelForCausalLM.from_pretrained(tiny_qwen2_dir, local_files_only=True)
@@ -90,12 +91,43 @@ def test_weights_from_the_actor_replace_the_servers_and_unknown_names_are_refuse
         for p in trained.parameters():
             p.add_(0.5)
     sent = list(trained.state_dict().items())
-    assert asyncio.run(server.update_weights(sent)) == len(sent)
-    after = asyncio.run(server.state())["checksum"]
-    assert after == pytest.approx(float(sum(p.double().sum() for p in trained.parameters())), rel=1e-6)
-    assert after != pytest.approx(before)
+    half = len(sent) // 2
+    asyncio.run(server.stage_weights(sent[:half]))
+    assert asyncio.run(server.stage_weights(sent[half:])) == len(sent)
+    staged = asyncio.run(server.state())
+    assert staged["checksum"] == pytest.approx(before) and staged["global_steps"] is None  # nothing applied yet
+    assert asyncio.run(server.commit_weights(6)) == len(sent)
+    after = asyncio.run(server.state())
+    assert after["checksum"] == pytest.approx(float(sum(p.double().sum() for p in trained.parameters())), rel=1e-6)
+    assert after["global_steps"] == 6
     with pytest.raises(ValueError, match="this model lacks"):
-        asyncio.run(server.update_weights([("lm_head.bias", torch.zeros(3))]))
+        asyncio.run(server.stage_weights([("lm_head.bias", torch.zeros(3))]))
+
+
+def test_the_models_own_sampling_settings_are_not_applied(tiny_qwen2_dir, tmp_path) -> None:  # noqa: F811
+    """A checkpoint's generation config (repetition_penalty, as Qwen2.5 Instruct ships) would draw tokens from
+    another distribution than the plain softmax the returned log-probs, and the actor, describe."""
+    import json
+    import shutil
+
+    model = tmp_path / "penalised"
+    shutil.copytree(tiny_qwen2_dir, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**config, "repetition_penalty": 5.0, "top_k": 1}))
+    server = HFRolloutServer(str(model), prompt_length=64, response_length=12)
+    out = asyncio.run(server.generate(prompt_ids=PROMPT, sampling_params={"temperature": 0}, request_id="r"))
+    plain = AutoModelForCausalLM.from_pretrained(model, local_files_only=True).eval()
+    with torch.no_grad():
+        logits = plain(torch.tensor([PROMPT + out.token_ids])).logits[0, len(PROMPT) - 1:-1]
+    assert out.token_ids == logits.argmax(-1).tolist()  # greedy on the raw logits, every token
+    with pytest.raises(ValueError, match=r"repetition_penalty=1\.1 is not supported"):
+        asyncio.run(server.generate(prompt_ids=PROMPT, sampling_params={"repetition_penalty": 1.1}, request_id="r"))
+
+
+def test_no_log_probs_when_verl_does_not_ask_for_them(server) -> None:
+    out = asyncio.run(server.generate(prompt_ids=PROMPT, sampling_params={"temperature": 1.0, "logprobs": False},
+                                      request_id="r"))
+    assert out.token_ids and out.log_probs is None
 
 
 def test_images_are_refused_in_one_line(server) -> None:
@@ -128,7 +160,11 @@ def test_registered_in_both_of_verls_rollout_registries() -> None:
     assert get_rollout_class(hf_rollout.ROLLOUT_NAME, "async") is HFServerAdapter
 
 
-def test_the_adapter_sends_from_the_replicas_first_rank_only(monkeypatch) -> None:
+def test_the_adapter_sends_from_the_replicas_first_rank_only_and_every_rank_drains(monkeypatch) -> None:
+    """With a replica of two ranks (tensor parallel 2), ranks 0 and 2 lead replicas 0 and 1; ranks 1 and 3
+    send nothing but still read every tensor (each is a collective the other ranks wait on)."""
+    from types import SimpleNamespace
+
     class Remote:
         def __init__(self, log: list[Any], name: str) -> None:
             self.log, self.name = log, name
@@ -142,14 +178,24 @@ def test_the_adapter_sends_from_the_replicas_first_rank_only(monkeypatch) -> Non
     class Server:
         def __init__(self) -> None:
             self.log: list[Any] = []
-            self.update_weights = Remote(self.log, "update_weights")
-            self.set_global_steps = Remote(self.log, "set_global_steps")
+            self.stage_weights = Remote(self.log, "stage_weights")
+            self.commit_weights = Remote(self.log, "commit_weights")
 
-    for rank, sends in (("0", True), ("1", False)):
+    config = SimpleNamespace(tensor_model_parallel_size=2, data_parallel_size=1, pipeline_model_parallel_size=1)
+    for rank, replica, leads in (("0", 0, True), ("1", 0, False), ("2", 1, True), ("3", 1, False)):
         monkeypatch.setenv("RANK", rank)
-        adapter = object.__new__(HFServerAdapter)  # verl's worker builds it with its RolloutConfig
-        adapter.replica_rank, adapter.is_leader = 0, rank == "0"
+        adapter = HFServerAdapter(config=config, model_config=SimpleNamespace(), device_mesh=None)
+        assert (adapter.replica_rank, adapter.is_leader) == (replica, leads)
         adapter._server = Server()
-        asyncio.run(adapter.update_weights(iter([("w", torch.ones(2))]), global_steps=3))
-        names = [name for name, _ in adapter._server.log]
-        assert names == (["update_weights", "set_global_steps"] if sends else [])
+        read: list[str] = []
+
+        def weights(read: list[str] = read):
+            for name in ("a", "b"):
+                read.append(name)
+                yield name, torch.ones(2)
+
+        asyncio.run(adapter.update_weights(weights(), global_steps=3))
+        assert read == ["a", "b"]
+        calls = [(name, args[0] if name == "commit_weights" else [n for n, _ in args[0]])
+                 for name, args in adapter._server.log]
+        assert calls == ([("stage_weights", ["a", "b"]), ("commit_weights", 3)] if leads else [])

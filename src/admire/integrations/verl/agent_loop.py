@@ -294,8 +294,11 @@ class AdmireGuiAgentLoop(AgentLoopBase):
                 reruns += 1
                 episode = await self._play(pool, env, request, sampling_params, epoch, uid)
         trajectory = episode.trajectory
+        # The weight versions the rollout server reported for this episode's answers (none: it reported none).
+        info = {**trajectory.info, "weight_versions": sorted({v for turn in episode.turns for v in turn.versions})}
         if reruns:
-            trajectory = trajectory.model_copy(update={"info": {**trajectory.info, "reruns": reruns}})
+            info["reruns"] = reruns
+        trajectory = trajectory.model_copy(update={"info": info})
         trajectory = await asyncio.to_thread(self._by_reference, trajectory)
         return await self._outputs(trajectory, episode.turns, uid, rollout_step=max(epoch - 1, 0))
 

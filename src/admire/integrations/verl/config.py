@@ -168,13 +168,15 @@ FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 def attention(cfg: DictConfig) -> str:
     """The actor's attention kernel: flash-attention on a GPU where ``flash_attn`` is installed, else PyTorch's
-    ``sdpa`` (verl's default, ``flash_attention_2``, fails to load where the package is missing)."""
+    ``sdpa`` (verl's default, ``flash_attention_2``, fails to load where the package is missing). Decided where
+    ``admire train`` runs: on a cluster, install ``flash_attn`` on every GPU node or on none."""
     if device(cfg) == "cuda" and importlib.util.find_spec("flash_attn") is not None:
         return "flash_attention_2"
     return "sdpa"
 
 
 def device(cfg: DictConfig) -> str:
+    """``trainer.device`` (``cuda`` for a config that predates the key)."""
     return str(OmegaConf.select(cfg, "trainer.device", default="cuda"))
 
 
@@ -450,6 +452,8 @@ def installed_version(package: str) -> str | None:
 
 
 def _version_problems(package: str, bounds: Sequence[str], fix: str) -> list[str]:
+    """One line when ``package`` is missing or outside ``bounds`` (verl drives its internals: another version
+    fails deep inside a worker, not here)."""
     from packaging.specifiers import SpecifierSet
 
     found = installed_version(package)

@@ -9,8 +9,8 @@ verl's own registries, in every process that imports verl (:mod:`admire.integrat
   :class:`HFRolloutServer` Ray actor holding its own copy of the model.
 * ``_ROLLOUT_REGISTRY`` (the actor worker's side, keyed ``(name, "async")``) gets :class:`HFServerAdapter`: the
   object verl's ``ActorRolloutRefWorker.update_weights`` hands the FSDP actor's full weights to after every
-  update. Every rank drains the generator (``full_tensor`` is a collective); the replica's leader ships the
-  tensors, in buckets, to its server, then the new weight version (``global_steps``).
+  update. Every rank drains the generator (``full_tensor`` is a collective); the replica's leader stages the
+  tensors, in buckets, on its server, then commits them with the new weight version (``global_steps``).
 
 Why a separate server actor rather than generating inside the training process: verl's agent loops call
 ``server.generate.remote(...)`` on a Ray handle (token ids in, ``TokenOutput`` out) concurrently with the
@@ -22,8 +22,8 @@ at the token budget), their log-probabilities under ``softmax(logits / temperatu
 sampled them (the actor's own convention for ``old_log_probs``; greedy requests, ``temperature=0``, score the
 raw logits), ``stop_reason`` and ``extra_fields["global_steps"]``, the weight version the trainer last sent
 (verl's staleness metrics read it). Requests are served one at a time on a thread (one model, and a CPU has no
-spare cores for two), so ``sleep``/``update_weights`` are answered while a request runs; an update waits for
-the running request to finish, so no answer mixes two weight versions.
+spare cores for two), so verl's control calls are answered while a request runs; a weight commit waits for the
+running request to finish and applies every tensor and the version at once, so no answer mixes two versions.
 
 Settings verl's engines read that mean nothing here (``gpu_memory_utilization``, ``enforce_eager``, sleep
 mode …) are ignored; ``free_cache_engine`` is best false (there is no cache to free: :mod:`.cpu` sets it).
@@ -64,17 +64,24 @@ def server_name(replica_rank: int, suffix: str = "") -> str:
 
 
 class HFRolloutServer:
-    """One model, token in and token out, with verl's server methods (a Ray actor; see the module docstring)."""
+    """One model, token in and token out, with verl's server methods (a Ray actor; see the module docstring).
 
-    def __init__(self, model_path: str, *, dtype: str = "float32", trust_remote_code: bool = False,
-                 prompt_length: int = 4096, response_length: int = 512, seed: int = 0,
-                 torch_threads: int | None = None) -> None:
+    Sampling is plain ``softmax(logits / temperature)`` with top-k/top-p, nothing else: the model's own
+    generation config (a checkpoint's ``repetition_penalty``, ``min_p`` …) is replaced by a neutral one, because
+    the log-probs returned, and the actor's ``old_log_probs``, are those of the plain softmax; sampling from a
+    penalised distribution would make every update silently off-policy. A request asking for a repetition
+    penalty other than 1 is refused for the same reason.
+    """
+
+    def __init__(self, model_path: str, *, device: str = "cpu", dtype: str = "float32",
+                 trust_remote_code: bool = False, prompt_length: int = 4096, response_length: int = 512,
+                 seed: int = 0, torch_threads: int | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         if torch_threads:
             torch.set_num_threads(int(torch_threads))
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the worker's, when it has one
-        wanted = getattr(torch, dtype) if self.device.type == "cuda" else torch.float32
+        self.device = torch.device(device)
+        wanted = getattr(torch, dtype) if self.device.type != "cpu" else torch.float32  # the CPU actor is fp32
         self.model = AutoModelForCausalLM.from_pretrained(
             model_path, dtype=wanted, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
             local_files_only=True).to(self.device).eval()
@@ -82,11 +89,12 @@ class HFRolloutServer:
                                                   local_files_only=True)
         self.stop_ids = stop_token_ids(self.model.generation_config, tokenizer)
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.stop_ids[0])
-        self.generation_config = GenerationConfig()
+        self.model.generation_config = GenerationConfig(eos_token_id=self.stop_ids, pad_token_id=self.pad_id)
         self.prompt_length = int(prompt_length)
         self.response_length = int(response_length)
         self.global_steps: int | None = None
         self.requests = 0
+        self._staged: list[tuple[str, torch.Tensor]] = []
         self._model_lock = threading.Lock()
         torch.manual_seed(int(seed))
 
@@ -95,10 +103,18 @@ class HFRolloutServer:
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        image_data: Any = None, video_data: Any = None, audio_data: Any = None,
                        mm_processor_kwargs: Any = None, **kwargs: Any) -> TokenOutput:
+        """verl's server call (``LLMServerClient.generate``): the answer's ids, their log-probs when asked
+        (``sampling_params["logprobs"]``, verl's ``rollout.calculate_log_probs``; asked unless said otherwise)
+        and, in ``extra_fields``, the weight version that sampled them (``global_steps``). Images are refused:
+        the vision path needs the model's processor, which the CPU build cannot load."""
         del request_id, mm_processor_kwargs, kwargs
         if image_data or video_data or audio_data:
             raise ValueError("the admire_hf rollout serves text models only: run a vision-language model with "
                              "actor_rollout_ref.rollout.name=vllm, or env.screenshots=false")
+        penalty = float(sampling_params.get("repetition_penalty", 1.0) or 1.0)
+        if penalty != 1.0:
+            raise ValueError(f"the admire_hf rollout samples the plain softmax its log-probs describe; "
+                             f"repetition_penalty={penalty} is not supported: set it to 1.0")
         return await asyncio.to_thread(self._generate, list(prompt_ids), dict(sampling_params))
 
     def _generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> TokenOutput:
@@ -106,51 +122,66 @@ class HFRolloutServer:
         temperature = float(sampling_params.get("temperature", 1.0) or 0.0)
         top_k = int(sampling_params.get("top_k", -1) or -1)
         top_p = float(sampling_params.get("top_p", 1.0) or 1.0)
+        scored = bool(sampling_params.get("logprobs", True))
         prompt = torch.tensor([prompt_ids], device=self.device)
         options: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": budget,
-                                   "eos_token_id": self.stop_ids, "pad_token_id": self.pad_id,
-                                   "output_logits": True, "return_dict_in_generate": True}
+                                   "output_logits": scored, "return_dict_in_generate": True}
         if temperature > 0:
             options |= {"temperature": temperature, "top_k": top_k if top_k > 0 else 0, "top_p": top_p}
         with self._model_lock, torch.inference_mode():
-            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt),
-                                      generation_config=self.generation_config, **options)
+            out = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), **options)
             self.requests += 1
             version = self.global_steps
-        ids = out.sequences[0, len(prompt_ids):].tolist()
-        ids = trim_after_stop(ids, self.stop_ids)
-        logits = torch.stack(list(out.logits[: len(ids)]), dim=1)[0].float()
-        log_probs = token_log_probs(logits, ids, temperature)
+        ids = trim_after_stop(out.sequences[0, len(prompt_ids):].tolist(), self.stop_ids)
+        log_probs = None
+        if scored:
+            logits = torch.stack(list(out.logits[: len(ids)]), dim=1)[0].float()
+            log_probs = token_log_probs(logits, ids, temperature)
         stopped = bool(ids) and ids[-1] in self.stop_ids
         return TokenOutput(token_ids=ids, log_probs=log_probs, stop_reason="completed",
                            extra_fields={"global_steps": version, "finish_reason": "stop" if stopped else "length"})
 
-    # ---- weights from the trainer -------------------------------------------------------------------
+    # ---- weights from the trainer: staged in buckets, then committed at once ------------------------
 
-    async def update_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
-        """Copy the actor's tensors into the model (waits for a running request); returns how many."""
-        return await asyncio.to_thread(self._load, named_tensors)
-
-    def _load(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
-        own = self.model.state_dict(keep_vars=True)  # tied weights under each of their names
+    async def stage_weights(self, named_tensors: list[tuple[str, torch.Tensor]]) -> int:
+        """Keep one bucket of the actor's tensors for the next :meth:`commit_weights` (checked now, applied
+        then); returns how many are staged."""
+        own = self._own_tensors()
         unknown = [name for name, _ in named_tensors if name not in own]
         if unknown:
+            self._staged.clear()
             raise ValueError(f"the actor sent {len(unknown)} tensor(s) this model lacks (first: {unknown[0]!r}): "
                              "the rollout and the actor must load the same model")
-        with self._model_lock, torch.no_grad():
-            for name, tensor in named_tensors:
-                own[name].copy_(tensor.to(own[name].device, own[name].dtype))
-        return len(named_tensors)
+        self._staged.extend(named_tensors)
+        return len(self._staged)
 
-    async def set_global_steps(self, global_steps: int | None) -> None:
-        with self._model_lock:
+    async def commit_weights(self, global_steps: int | None) -> int:
+        """Copy every staged tensor into the model and take ``global_steps`` as its version, in one locked
+        step: a request runs wholly before or wholly after it, so no answer mixes two weight versions or is
+        labelled with the wrong one. Returns how many tensors were copied."""
+        staged, self._staged = self._staged, []
+        return await asyncio.to_thread(self._commit, staged, global_steps)
+
+    def _commit(self, staged: list[tuple[str, torch.Tensor]], global_steps: int | None) -> int:
+        own = self._own_tensors()
+        with self._model_lock, torch.no_grad():
+            for name, tensor in staged:
+                own[name].copy_(tensor.to(own[name].device, own[name].dtype))
             self.global_steps = global_steps
+        print(f"admire_hf: weights of step {global_steps} loaded ({len(staged)} tensors)", flush=True)
+        return len(staged)
+
+    def _own_tensors(self) -> dict[str, torch.Tensor]:
+        return self.model.state_dict(keep_vars=True)  # tied weights under each of their names
 
     async def state(self) -> dict[str, Any]:
         """What a test or a log wants to know: the weight version, the requests served, a weight checksum."""
+        return await asyncio.to_thread(self._state)
+
+    def _state(self) -> dict[str, Any]:
         with self._model_lock, torch.no_grad():
             checksum = float(sum(p.double().sum() for p in self.model.parameters()))
-        return {"global_steps": self.global_steps, "requests": self.requests, "checksum": checksum}
+            return {"global_steps": self.global_steps, "requests": self.requests, "checksum": checksum}
 
     # ---- verl's control calls: nothing to free or pause on a plain model ----------------------------
 
@@ -241,7 +272,7 @@ class HFRolloutReplica(RolloutReplica):
             name=server_name(self.replica_rank, self.name_suffix), num_cpus=0, max_concurrency=self.max_concurrency,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
             runtime_env={"env_vars": env})
-        server = remote.remote(model_path, dtype=str(self.config.dtype),
+        server = remote.remote(model_path, device=platform.device_name, dtype=str(self.config.dtype),
                                trust_remote_code=bool(getattr(self.model_config, "trust_remote_code", False)),
                                prompt_length=int(self.config.prompt_length),
                                response_length=int(self.config.response_length),
@@ -272,21 +303,26 @@ class HFServerAdapter(BaseRollout):
 
     @property
     def server(self) -> Any:
+        """The replica's server, found by name when first needed: verl builds this adapter before the replica
+        starts its server. The actor's own rollout is never a reward or teacher replica, so its name has no
+        suffix."""
         if self._server is None:
             self._server = ray.get_actor(server_name(self.replica_rank))
         return self._server
 
     async def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]], wire_format: str = "named_tensors",
                              **kwargs: Any) -> None:
+        """verl's weight sync: stage the tensors bucket by bucket, then commit them with the step's version
+        (``global_steps``). Refused: verl's delta format and unmerged LoRA adapters (full weights only)."""
         if wire_format != "named_tensors":
             raise ValueError(f"the admire_hf rollout takes full named tensors, not {wire_format!r}: leave "
                              "actor_rollout_ref.rollout.checkpoint_engine.backend=naive")
         if kwargs.get("peft_config") and not kwargs.get("base_sync_done", True):
             raise ValueError("the admire_hf rollout takes merged weights: set actor_rollout_ref.model.lora.merge=true")
         for bucket in buckets(weights, BUCKET_BYTES, keep=self.is_leader):
-            await self.server.update_weights.remote(bucket)
+            await self.server.stage_weights.remote(bucket)
         if self.is_leader:
-            await self.server.set_global_steps.remote(kwargs.get("global_steps"))
+            await self.server.commit_weights.remote(kwargs.get("global_steps"))
 
     async def resume(self, tags: list[str]) -> None:
         del tags

@@ -252,6 +252,8 @@ class WholeBatchUpdate:
         self.group, self.rows, self.trainable = group, rows, trainable
 
     def update_actor(self, batch: KVBatchMeta) -> Any:
+        """verl's update with the batch as one mini-batch and the trainable rows as the loss's row count (verl's
+        ``_update_actor`` sets both from ``ppo_mini_batch_size`` just before this call)."""
         batch.extra_info.update({"mini_batch_size": self.rows, "global_batch_size": max(self.trainable, 1)})
         return self.group.update_actor(batch)
 
