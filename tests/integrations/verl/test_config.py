@@ -222,6 +222,9 @@ def test_the_cpu_device_needs_no_gpu_and_no_engine(machine: dict[str, Any]) -> N
     with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.rollout\.name: vllm needs a GPU; with "
                                           r"trainer\.device=cpu set actor_rollout_ref\.rollout\.name=admire_hf"):
         validate_config(load_config("verl_stepwise", ["trainer.device=cpu"]))
+    with pytest.raises(ConfigError, match=r"^trainer\.nnodes: trainer\.device=cpu runs verl's workers on this machine"):
+        validate_config(load_config("verl_stepwise", ["trainer.device=cpu", "actor_rollout_ref.rollout.name=admire_hf",
+                                                      "trainer.nnodes=2"]))
 
 
 def test_every_problem_is_listed_at_once(machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
