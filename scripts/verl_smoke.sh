@@ -15,9 +15,10 @@
 # on the task's oracle demonstrations (`admire models warm-start`): a random model never writes a valid action, and
 # the smoke needs successes for the milestone bank. Both are built once and kept in OUT. What it leaves in OUT:
 # runs/DEVICE-verl/ (the run: verl/metrics-*.jsonl, milestones.sqlite, verl_bank_versions.json, checkpoints/,
-# trajectories/), train.log, resume.log, serve.log, kill.log. tests/integrations/verl/test_cpu_smoke.py runs the
-# CPU smoke and checks all of it; docs/scale-out.md quotes its numbers. --dry-run prints the commands and checks
-# the config (no model, browser or device needed); SMOKE_TIMEOUT (default 900 s) bounds each training command.
+# trajectories/), prepare.log, warm-start.log, train.log, resume.log, serve.log, kill.log; on stderr, one line per
+# phase with the seconds spent. tests/integrations/verl/test_cpu_smoke.py runs the CPU smoke and checks all of it;
+# docs/scale-out.md quotes its numbers. --dry-run prints the commands and checks the config (no model, browser or
+# device needed); SMOKE_TIMEOUT (default 900 s) bounds the warm start and each training command.
 set -euo pipefail
 
 DRY_RUN=0
@@ -92,8 +93,17 @@ if [[ "$DEVICE" == cuda ]]; then
     "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: run with --dry-run')"
 fi
 mkdir -p "$OUT"
-[[ -d "$BASE" ]] || "$PYTHON" -m admire.cli models prepare tiny-qwen2 "$BASE"
-[[ -d "$MODEL" ]] || "$PYTHON" -m admire.cli models warm-start "$BASE" "$MODEL" "${WARM[@]}"
+START=$SECONDS
+phase() {  # one line on stderr per phase, with the seconds since the start (CI shows where the time went)
+    printf '[verl smoke] %5d s  %s\n' "$((SECONDS - START))" "$*" >&2
+}
+[[ -d "$BASE" ]] || "$PYTHON" -m admire.cli models prepare tiny-qwen2 "$BASE" > "$OUT/prepare.log" 2>&1 \
+    || { echo "admire models prepare failed; see $OUT/prepare.log" >&2; exit 1; }
+phase "tiny-qwen2 ready"
+[[ -d "$MODEL" ]] || timeout --kill-after=60 "$SMOKE_TIMEOUT" \
+    "$PYTHON" -m admire.cli models warm-start "$BASE" "$MODEL" "${WARM[@]}" > "$OUT/warm-start.log" 2>&1 \
+    || { echo "admire models warm-start failed; see $OUT/warm-start.log" >&2; exit 1; }
+phase "warm start done"
 rm -rf "$RUN"
 # Short folders under /tmp: the server's browsers (Chromium refuses a long scratch path) and Ray's session (its
 # socket paths may not exceed 107 characters, and OUT may be deep). Both go when the script ends.
@@ -116,6 +126,7 @@ for _ in $(seq 120); do
     kill -0 "$SERVE" 2>/dev/null || { cat "$OUT/serve.log" >&2; exit 1; }
     sleep 1
 done
+phase "admire serve answers"
 
 "$PYTHON" -m admire.server.faults "$URL" "$SERVE_TMP" --timeout "$SMOKE_TIMEOUT" \
     > "$OUT/kill.log" 2>&1 &
@@ -127,8 +138,10 @@ if kill -0 "$KILLER" 2>/dev/null || ! wait "$KILLER"; then  # still waiting, or 
     exit 1
 fi
 KILLER=""
+phase "2 global steps trained"
 rm -rf "$RUN/checkpoints/global_step_2"
 echo 1 > "$RUN/checkpoints/latest_checkpointed_iteration.txt"
 timeout --kill-after=60 "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "resume=$RUN" trainer.total_epochs=3 > "$OUT/resume.log" 2>&1 \
     || { echo "the resume failed; see $OUT/resume.log" >&2; exit 1; }
+phase "resumed from step 1 and trained steps 2 and 3"
 echo "verl smoke passed on $DEVICE: $RUN"

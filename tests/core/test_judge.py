@@ -24,7 +24,7 @@ def stub() -> Iterator[OpenAIStub]:
 
 
 def judge_for(stub: OpenAIStub, **options: object) -> LLMJudge:
-    client = ChatClient(stub.url, "judge-model", timeout=0.3, max_retries=1, backoff=0.01)
+    client = ChatClient(stub.url, "judge-model", timeout=stub.client_timeout(), max_retries=1, backoff=0.01)
     return LLMJudge(client, **options)  # type: ignore[arg-type]
 
 

@@ -29,7 +29,7 @@ def stub() -> Iterator[OpenAIStub]:
 
 
 def generator_for(stub: OpenAIStub, fallback: MilestoneGenerator | None = None) -> LLMGenerator:
-    client = ChatClient(stub.url, "milestone-model", timeout=0.3, max_retries=1, backoff=0.01)
+    client = ChatClient(stub.url, "milestone-model", timeout=stub.client_timeout(), max_retries=1, backoff=0.01)
     return LLMGenerator(client, fallback=fallback)
 
 
@@ -226,7 +226,7 @@ def test_llm_answers_go_through_the_bank_slotted_with_k_of_at_least_two(stub: Op
 # --------------------------------------------------------------------------------------------------
 
 def test_make_generator_builds_the_llm_generator_from_config_keys(stub: OpenAIStub) -> None:
-    generator = make_generator("llm", base_url=stub.root_url, model="served", timeout=0.3, max_retries=0,
+    generator = make_generator("llm", base_url=stub.root_url, model="served", timeout=30.0, max_retries=0,
                                fallback="heuristic")
     assert isinstance(generator, LLMGenerator)
     assert isinstance(generator, MilestoneGenerator)

@@ -67,6 +67,10 @@ def dropped() -> Reply:
     return Reply(drop=True)
 
 
+HANG_TIMEOUT = 0.3  # well below every scripted hang
+ANSWER_TIMEOUT = 30.0
+
+
 @dataclass(frozen=True)
 class Recorded:
     method: str
@@ -109,6 +113,12 @@ class OpenAIStub:
         with self._lock:
             self._replies.extend(replies)
         return self
+
+    def client_timeout(self) -> float:
+        """The client timeout a test should use: short when a hang is scripted (so the timeout fires fast),
+        generous otherwise (so a loaded CI machine never turns a prompt answer into a timeout)."""
+        with self._lock:
+            return HANG_TIMEOUT if any(reply.delay for reply in self._replies) else ANSWER_TIMEOUT
 
     def pending(self) -> int:
         with self._lock:

@@ -27,7 +27,10 @@ from admire.rl.scoring import BatchScorer
 from admire.runs import RunDir
 from tests.support.paths import REPO
 
-pytestmark = pytest.mark.browser
+# The script bounds each of its three long commands by SMOKE_TIMEOUT (900 s); the fixture's own bound sits above
+# their sum so that a slow or stuck run fails with the script's logs, and pytest's bound above the fixture's.
+SCRIPT_TIMEOUT_S = 2900
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(SCRIPT_TIMEOUT_S + 100)]
 
 
 def free_port() -> int:
@@ -41,12 +44,23 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The script's output folder after one run (it fails the module when the script fails)."""
     out = tmp_path_factory.mktemp("cpu-verl")
     env = {**os.environ, "PYTHON": sys.executable, "SMOKE_PORT": str(free_port())}
-    done = subprocess.run(["bash", str(REPO / "scripts" / "cpu_smoke.sh"), str(out)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1800, check=False)
+    try:
+        done = subprocess.run(["bash", str(REPO / "scripts" / "cpu_smoke.sh"), str(out)], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as slow:
+        pytest.fail(f"cpu_smoke.sh ran past {SCRIPT_TIMEOUT_S} s: {text_of(slow.stderr)[-2000:]}{logs_of(out)}")
     if done.returncode != 0:
-        logs = "".join(f"\n--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in sorted(out.glob("*.log")))
-        pytest.fail(f"cpu_smoke.sh exited {done.returncode}: {done.stderr[-2000:]}{logs}")
+        pytest.fail(f"cpu_smoke.sh exited {done.returncode}: {done.stderr[-2000:]}{logs_of(out)}")
     return out
+
+
+def text_of(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
+def logs_of(out: Path) -> str:
+    """The end of every log the script wrote, for a failure message."""
+    return "".join(f"\n--- {p.name}\n{p.read_text(errors='replace')[-4000:]}" for p in sorted(out.glob("*.log")))
 
 
 def run_of(smoke: Path) -> RunDir:
