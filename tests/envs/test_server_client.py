@@ -322,7 +322,7 @@ class RawServer:
             self.connections += 1
             with conn, conn.makefile("rb") as reader:
                 while True:
-                    head = b"".join(iter(lambda: reader.readline(), b"\r\n"))
+                    head = self._read_head(reader)
                     if not head:
                         break
                     length = re.search(rb"Content-Length: (\d+)", head)
@@ -332,6 +332,15 @@ class RawServer:
                         conn.sendall(reply)
                     if close or reply is None:
                         break
+
+    @staticmethod
+    def _read_head(reader) -> bytes:
+        """A request's head up to its blank line; b"" when the client hung up first (readline then answers b""
+        forever: waiting for the blank line would spin)."""
+        lines = []
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            lines.append(line)
+        return b"".join(lines) if line else b""
 
     def close(self) -> None:
         self.sock.close()
