@@ -42,7 +42,10 @@ def miniwob_env(miniwob_session_env):
     env = miniwob_session_env
     if not env.healthy():
         env.restart()
+    from admire.envs.miniwob_settle import DEFAULT_SETTLE, DEFAULT_SETTLE_MAX_S, DEFAULT_SETTLE_QUIET_S
+
     env.screenshots, env.screenshot_scale, env.max_steps = False, 1.0, 10
+    env.settle, env.settle_quiet_s, env.settle_max_s = DEFAULT_SETTLE, DEFAULT_SETTLE_QUIET_S, DEFAULT_SETTLE_MAX_S
     return env
 
 

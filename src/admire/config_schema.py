@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 from omegaconf import DictConfig, OmegaConf
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from admire.envs.miniwob_settle import DEFAULT_SETTLE, DEFAULT_SETTLE_MAX_S, DEFAULT_SETTLE_QUIET_S, SETTLE_MODES
 from admire.rewards import (
     DESCRIPTION_SOURCES,
     MATCHER_MODES,
@@ -234,6 +235,14 @@ class AndroidWorldSection(_Section):
     boot_timeout_s: Positive = 300.0
 
 
+class MiniWoBSection(_Section):
+    """How the ``miniwob`` backend reads a page after reset and each action (:mod:`admire.envs.miniwob_clock`)."""
+
+    settle: Annotated[str, _choice(*SETTLE_MODES)] = DEFAULT_SETTLE
+    settle_quiet_s: Annotated[float, Field(ge=0, le=5)] = DEFAULT_SETTLE_QUIET_S
+    settle_max_s: Annotated[float, Field(ge=0, le=10)] = DEFAULT_SETTLE_MAX_S
+
+
 class EnvSection(_Section):
     src: Annotated[list[str], AfterValidator(_backends)]
     max_envs: PosInt | Annotated[list[PosInt], Field(min_length=1)]
@@ -244,6 +253,7 @@ class EnvSection(_Section):
     executor: Annotated[str, AfterValidator(_executor)] = "local"
     ray: RaySection | None = None
     android_world: AndroidWorldSection | None = None
+    miniwob: MiniWoBSection | None = None
 
     @model_validator(mode="after")
     def _one_count_per_backend(self) -> EnvSection:

@@ -216,7 +216,28 @@ CLI_PROBES: list[CliProbe] = [
     CliProbe("unknown-backend", ("serve", "--backend", "nope"), 2, r"unknown environment backend 'nope'", held=True),
     CliProbe("remote-backend", ("serve", "--backend", "remote"), 2, r"serve a device backend", held=True),
     CliProbe("bad-executor", ("serve", "--executor", "k8s"), 2, r"argument --executor: invalid choice", held=True),
+    CliProbe("settle-unknown", ("serve", "--settle", "later"), 2, r"argument --settle: invalid choice: 'later'"),
+    CliProbe("settle-max-too-long", ("serve", "--settle-max-s", "60"), 2,
+             r"--settle-max-s must be between 0 \(no wait\) and 10 seconds, got 60"),
+    CliProbe("settle-quiet-negative", ("serve", "--settle-quiet-s", "-1"), 2, r"--settle-quiet-s must be between 0"),
+    CliProbe("settle-without-miniwob", ("serve", "--backend", "android_world", "--settle", "wall"), 2,
+             r"--settle is only for --backend miniwob; drop it or pass --backend miniwob"),
 ]
+
+
+def test_the_settle_flags_reach_every_device_the_server_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from admire.commands.serve import add_arguments, device_factory, page_options
+    from admire.envs.base import ENVS
+
+    built: list[dict[str, Any]] = []
+    monkeypatch.setattr(ENVS, "lookup", lambda name: lambda **options: built.append(options))
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--settle", "wall", "--settle-max-s", "2.5"])
+    device_factory("miniwob", None, False, options=page_options(args))()
+    assert built == [{"max_steps": 10, "screenshots": False, "settle": "wall", "settle_max_s": 2.5}]
 
 
 @pytest.mark.parametrize("probe", CLI_PROBES, ids=[p.id for p in CLI_PROBES])

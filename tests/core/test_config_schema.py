@@ -62,6 +62,9 @@ BAD = [
     ("milestone_reward.generator=nope", r"^milestone_reward\.generator: unknown milestone generator 'nope'"),
     ("env.executor=k8s", r"^env\.executor: must be one of local, ray"),
     ("env.ray.timeout_s=0", r"^env\.ray\.timeout_s: must be greater than 0"),
+    ("env.miniwob.settle=later", r"^env\.miniwob\.settle: must be one of virtual, wall, off"),
+    ("env.miniwob.settle_max_s=11.0", r"^env\.miniwob\.settle_max_s: must be less than or equal to 10"),
+    ("env.miniwob.settle_quiet_s=-0.5", r"^env\.miniwob\.settle_quiet_s: must be greater than or equal to 0"),
     ("actor_rollout_ref.actor.lr=nan", r"^actor_rollout_ref\.actor\.lr: must be greater than 0"),
     ("actor_rollout_ref.actor.target_kl=0", r"^actor_rollout_ref\.actor\.target_kl: must be greater than 0"),
     ("trainer.keep_checkpoints=0", r"^trainer\.keep_checkpoints: must be greater than or equal to 1"),
@@ -165,3 +168,17 @@ def test_resume_overrides_are_limited_to_keys_that_may_change() -> None:
     with pytest.raises(ConfigError, match=r"not a key=value override"):
         check_resume_overrides(["trainer.total_epochs"])
     assert all(key in known_keys() or key.endswith(".*") for key in RESUMABLE_KEYS)
+
+
+def test_the_miniwob_section_defaults_are_the_envs_and_the_shipped_yamls() -> None:
+    from admire.config_schema import MiniWoBSection
+    from admire.envs.miniwob_settle import DEFAULT_SETTLE, DEFAULT_SETTLE_MAX_S, DEFAULT_SETTLE_QUIET_S, SETTLE_MODES
+
+    defaults = MiniWoBSection()
+    assert (defaults.settle, defaults.settle_quiet_s, defaults.settle_max_s) == (
+        DEFAULT_SETTLE, DEFAULT_SETTLE_QUIET_S, DEFAULT_SETTLE_MAX_S)
+    for mode in SETTLE_MODES:
+        assert MiniWoBSection(settle=mode).settle == mode
+    for name in ("demo_miniwob.yaml", "verl_stepwise.yaml"):
+        shipped = yaml.safe_load((PACKAGED_CONFIGS / name).read_text(encoding="utf-8"))["env"]["miniwob"]
+        assert shipped == defaults.model_dump(), name

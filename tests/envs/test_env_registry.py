@@ -9,6 +9,7 @@ import subprocess
 import sys
 from contextlib import ExitStack
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -163,6 +164,30 @@ def test_make_envs_builds_the_count_of_each_backend(monkeypatch) -> None:
         assert len(make_envs(load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=2"]), stack)) == 4
     with ExitStack() as stack, pytest.raises(ValueError, match=r"env.max_envs has 1 count\(s\) but env.src has 2"):
         make_envs(load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=[3]"]), stack)
+
+
+class RecordingEnv(FormEnv):
+    options: ClassVar[list[dict[str, object]]] = []
+
+    def __init__(self, **options: object) -> None:
+        super().__init__()
+        RecordingEnv.options.append(options)
+
+
+def test_env_miniwob_reaches_the_miniwob_backend_and_no_other(monkeypatch) -> None:
+    from admire.config import load_config
+    from admire.rl.trainer import make_envs
+
+    monkeypatch.setitem(ENVS, "miniwob", RecordingEnv)
+    monkeypatch.setitem(ENVS, "fake-b", RecordingEnv)
+    monkeypatch.setattr(RecordingEnv, "options", [])
+    cfg = load_config(overrides=["env.src=[miniwob,fake-b]", "env.max_envs=[1,1]", "env.miniwob.settle=wall",
+                                 "env.miniwob.settle_max_s=2.5"])
+    with ExitStack() as stack:
+        make_envs(cfg, stack)
+    common = {"max_steps": 8, "screenshots": False}
+    assert RecordingEnv.options == [{**common, "settle": "wall", "settle_quiet_s": 0.02, "settle_max_s": 2.5},
+                                    common]
 
 
 def test_the_schema_wants_one_count_per_backend(monkeypatch) -> None:

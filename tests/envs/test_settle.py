@@ -1,9 +1,8 @@
-"""The settled screen (issue 13, item 10): observations are read once the page is quiet, so a seeded
-run is reproducible. Real Chromium; the shared session env."""
+"""The settled screen: observations are read once the page is quiet, on the page's own clock (virtual, the
+default) or in real time (wall), so a seeded run is reproducible. Real Chromium; the shared session env."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
@@ -12,7 +11,7 @@ import torch
 from admire.agent.dom_policy import DomPolicy
 from admire.envs import make_task
 from admire.envs.miniwob import MiniWoBEnv
-from admire.envs.miniwob_settle import DEFAULT_SETTLE_MAX_S, DEFAULT_SETTLE_QUIET_S
+from admire.envs.miniwob_settle import DEFAULT_SETTLE, DEFAULT_SETTLE_MAX_S, SETTLE_MODES
 from admire.envs.suites import EVAL_SEED_START
 from admire.rl.rollout import collect, group_requests
 from admire.types import Action, Observation
@@ -21,17 +20,11 @@ from tests.support.fakes import TrigramEncoder
 pytestmark = pytest.mark.browser
 
 AUTOCOMPLETE = "miniwob/use-autocomplete"
+SETTLING = ("virtual", "wall")
 
 
-@contextlib.contextmanager
-def settle_defaults(env: MiniWoBEnv):
-    """The shared env with the default settle options, restored afterwards whatever a test set."""
-    saved = (env.settle_quiet_s, env.settle_max_s)
-    env.settle_quiet_s, env.settle_max_s = DEFAULT_SETTLE_QUIET_S, DEFAULT_SETTLE_MAX_S
-    try:
-        yield env
-    finally:
-        env.settle_quiet_s, env.settle_max_s = saved
+def page_now(env: MiniWoBEnv) -> float:
+    return float(env.driver.execute_script("return performance.now();"))
 
 
 def suggestions(observation: Observation, prefix: str) -> list[str]:
@@ -46,21 +39,30 @@ def type_prefix(env: MiniWoBEnv, seed: int):
     return prefix, env.step(Action(action_type="input_text", index=box, text=prefix, clear_text=True))
 
 
-def test_the_autocomplete_menu_is_in_the_observation_right_after_typing(miniwob_env):
+@pytest.mark.parametrize("mode", SETTLING)
+def test_the_autocomplete_menu_is_in_the_observation_right_after_typing(miniwob_env, mode):
     # jQuery-UI opens the menu 300 ms after the last keystroke; read at once, the screen has no menu.
-    with settle_defaults(miniwob_env) as env:
-        prefix, result = type_prefix(env, seed=EVAL_SEED_START)
-        assert suggestions(result.observation, prefix), [e.text for e in result.observation.ui_elements]
-        assert result.info["settled"] is True and result.info["settle_s"] > 0
+    miniwob_env.settle = mode
+    prefix, result = type_prefix(miniwob_env, seed=EVAL_SEED_START)
+    assert suggestions(result.observation, prefix), [e.text for e in result.observation.ui_elements]
+    assert result.info["settled"] is True and result.info["settle_s"] >= 0.3 - 0.02
 
 
-def test_a_reset_shows_no_menu_left_open_by_the_last_episode(miniwob_env):
-    with settle_defaults(miniwob_env) as env:
-        prefix, result = type_prefix(env, seed=EVAL_SEED_START)
-        assert suggestions(result.observation, prefix)
-        fresh = env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START + 1))
-        assert suggestions(fresh, prefix) == []
-        assert all(not e.text for e in fresh.ui_elements if e.class_name in ("li", "div"))
+def test_read_at_once_the_autocomplete_menu_is_not_there_yet(miniwob_env):
+    miniwob_env.settle = "off"
+    prefix, result = type_prefix(miniwob_env, seed=EVAL_SEED_START)
+    assert suggestions(result.observation, prefix) == []
+    assert result.info["settled"] is False
+
+
+@pytest.mark.parametrize("mode", SETTLING)
+def test_a_reset_shows_no_menu_left_open_by_the_last_episode(miniwob_env, mode):
+    miniwob_env.settle = mode
+    prefix, result = type_prefix(miniwob_env, seed=EVAL_SEED_START)
+    assert suggestions(result.observation, prefix)
+    fresh = miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START + 1))
+    assert suggestions(fresh, prefix) == []
+    assert all(not e.text for e in fresh.ui_elements if e.class_name in ("li", "div"))
 
 
 def test_settle_options_are_validated():
@@ -68,6 +70,101 @@ def test_settle_options_are_validated():
         MiniWoBEnv(settle_max_s=-1)
     with pytest.raises(ValueError, match="settle_quiet_s"):
         MiniWoBEnv(settle_quiet_s=60)
+    with pytest.raises(ValueError, match="settle must be one of virtual, wall, off, got 'later'"):
+        MiniWoBEnv(settle="later")
+    assert DEFAULT_SETTLE == "virtual" and SETTLE_MODES == ("virtual", "wall", "off")
+
+
+# --------------------------------------------------------------------------------------------------
+# Virtual time: the page's clock runs only while the env plays it
+# --------------------------------------------------------------------------------------------------
+
+def test_on_virtual_time_the_page_clock_stands_still_between_calls(miniwob_env):
+    miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))
+    before = page_now(miniwob_env)
+    time.sleep(0.3)
+    assert page_now(miniwob_env) == before
+    assert miniwob_env.driver.execute_script("return Date.now();") == miniwob_env.driver.execute_script(
+        "return Date.now();")
+
+
+def test_on_virtual_time_a_300_ms_menu_costs_page_time_not_wall_time(miniwob_env):
+    miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))
+    prefix = miniwob_env.ground_truth()["start"]
+    box = next(i for i, e in enumerate(miniwob_env._page.elements) if e.is_editable)
+    before = page_now(miniwob_env)
+    result = miniwob_env.step(Action(action_type="input_text", index=box, text=prefix, clear_text=True))
+    played_ms = page_now(miniwob_env) - before
+    assert suggestions(result.observation, prefix)
+    assert 300 <= played_ms < 300 + DEFAULT_SETTLE_MAX_S * 1000  # the menu's delay, played on the page's clock
+    assert result.info["settle_s"] == pytest.approx(played_ms / 1000, abs=0.02)
+
+
+def test_on_virtual_time_wait_plays_the_clock_for_its_duration_instead_of_sleeping(miniwob_env):
+    miniwob_env.wait_s = 30.0  # a sleep this long would stall the test
+    miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))
+    miniwob_env.driver.execute_script("window.__fired = 0; setTimeout(function () { window.__fired = 1; }, 20000);")
+    before, wall = page_now(miniwob_env), time.monotonic()
+    miniwob_env.step(Action(action_type="wait"))
+    assert page_now(miniwob_env) - before >= 30000
+    assert time.monotonic() - wall < 20  # no 30 s sleep
+    assert miniwob_env.driver.execute_script("return window.__fired;") == 1  # a long timer due in the wait fired
+    miniwob_env.wait_s = 0.5
+
+
+def test_on_virtual_time_a_page_that_never_settles_is_read_after_the_budget(miniwob_env):
+    # An endless animation (as chase-circle's) and an endless chain of short timers: read after settle_max_s
+    # of page time, marked unsettled, not a hang.
+    miniwob_env.settle_max_s = 1.0
+    observation = miniwob_env.reset(make_task("miniwob/click-button", seed=EVAL_SEED_START))
+    miniwob_env.driver.execute_script("""
+        window.__loops = true;
+        var spin = function () {
+            window.__frames = (window.__frames || 0) + 1;
+            if (window.__loops) { requestAnimationFrame(spin); }
+        };
+        requestAnimationFrame(spin);
+        var tick = function () {
+            window.__ticks = (window.__ticks || 0) + 1;
+            if (window.__loops) { setTimeout(tick, 50); }
+        };
+        setTimeout(tick, 50);""")
+    before, wall = page_now(miniwob_env), time.monotonic()
+    try:
+        result = miniwob_env.step(Action(action_type="scroll", direction="down"))
+    finally:
+        miniwob_env.driver.execute_script("window.__loops = false;")  # the shared page's next episode has none
+    assert result.info["settled"] is False
+    assert page_now(miniwob_env) - before == pytest.approx(1000, abs=1)
+    assert 55 <= miniwob_env.driver.execute_script("return window.__frames;") <= 61  # 60 frames a second of page time
+    assert 19 <= miniwob_env.driver.execute_script("return window.__ticks;") <= 20
+    assert time.monotonic() - wall < 10
+    assert observation.ui_elements  # the page was read
+
+
+def test_on_virtual_time_a_css_transition_is_driven_to_its_end(miniwob_env):
+    miniwob_env.reset(make_task("miniwob/click-button", seed=EVAL_SEED_START))
+    miniwob_env.driver.execute_script("""
+        var box = document.createElement('div');
+        box.id = 'grow'; box.style.width = '10px'; box.style.height = '5px'; box.style.transition = 'width 0.6s linear';
+        document.getElementById('area').appendChild(box);
+        box.getBoundingClientRect();
+        box.style.width = '110px';""")
+    before = page_now(miniwob_env)
+    result = miniwob_env.step(Action(action_type="scroll", direction="down"))
+    width = miniwob_env.driver.execute_script("return getComputedStyle(document.getElementById('grow')).width;")
+    assert result.info["settled"] is True
+    assert width == "110px"
+    assert page_now(miniwob_env) - before == pytest.approx(600, abs=20)
+
+
+def test_switching_the_mode_reloads_the_page_with_the_other_hooks(miniwob_env):
+    miniwob_env.settle = "wall"
+    miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))
+    assert miniwob_env.driver.execute_script("return !!window.__admireSettle.virtual;") is False
+    miniwob_env.settle = "virtual"
+    miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))
+    assert miniwob_env.driver.execute_script("return !!window.__admireSettle.virtual;") is True
 
 
 TASKS = (("use-autocomplete", 3), ("click-collapsible", 1))
@@ -96,11 +193,12 @@ def evaluation(env: MiniWoBEnv, delay_s: float, order: int) -> dict[tuple[str, i
     return {(t.task.name, t.task.seed): (t.outcome, tuple(s.raw_output for s in t.steps)) for t in trajectories}
 
 
-def test_the_same_seeded_evaluation_twice_gives_the_same_episodes(miniwob_env):
+@pytest.mark.parametrize("mode", SETTLING)
+def test_the_same_seeded_evaluation_twice_gives_the_same_episodes(miniwob_env, mode):
     # Once as fast as it goes, once with 0.4 s of thinking per step and in the reverse order.
-    with settle_defaults(miniwob_env) as env:
-        first = evaluation(env, delay_s=0.0, order=1)
-        second = evaluation(env, delay_s=0.4, order=-1)
+    miniwob_env.settle = mode
+    first = evaluation(miniwob_env, delay_s=0.0, order=1)
+    second = evaluation(miniwob_env, delay_s=0.4, order=-1)
     assert len(first) == sum(n for _, n in TASKS)
     assert {k: v[0] for k, v in first.items()} == {k: v[0] for k, v in second.items()}
     assert first == second  # the same actions too, not only the same outcomes

@@ -1,13 +1,15 @@
-"""The settle wait (issue 13, item 10): what it costs in env speed, and what it buys in reproducibility.
+"""The settle wait: what it costs in env speed, and what it buys in reproducibility.
 
-Two ``MiniWoBEnv``s live in one run: ``off`` reads the page right after each action (``settle_max_s=0``,
-the old behaviour) and ``on`` waits for it to settle (the defaults). The same seeded greedy evaluation
+Three ``MiniWoBEnv``s live in one run: ``off`` reads the page right after each action, ``wall`` waits in
+real time for it to settle, ``virtual`` plays the page's own clock until it settles (the default; see
+:mod:`admire.envs.miniwob_clock`). The same seeded greedy evaluation
 (held-out seeds ``EVAL_SEED_START + i``) runs **twice** on each — pass 2 with ``--think-s`` (0.4 s) of
 thinking before each decision, as on a slower machine or with a bigger model — the passes interleaved
-task by task (off, on, off, on) so that the machine's load hits both settings alike. Printed:
+task by task (off, wall, virtual, off, wall, virtual) so that the machine's load hits every setting alike.
+Printed:
 
 * **speed**: env steps per second of env time (reset + steps, policy and thinking time left out)
-  and their ratio ``on / off``, per task and overall, plus the mean settle wait per step;
+  and their ratio to ``off``, per task and overall, plus the mean settle wait per step;
 * **reproducibility**: for each setting, how many episodes differ between pass 1 and pass 2 in their
   outcome, and how many in their action sequence; and success per pass.
 
@@ -27,6 +29,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_TASKS = ("use-autocomplete", "click-collapsible", "click-tab-2", "choose-date-easy")
 """Timing-sensitive: a delayed menu, an animated accordion, jQuery-UI tabs, a datepicker."""
@@ -129,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--think-s", type=float, default=0.4,
                         help="pass 2 waits this long before each decision, as a slower machine would")
     parser.add_argument("--quiet", default="",
-                        help="comma-separated settle_quiet_s values to compare (default: the env's default)")
+                        help="comma-separated settle_quiet_s values of the wall setting to compare (default: the "
+                             "env's default)")
     args = parser.parse_args(argv)
     _defaults()
     from admire.envs import make_task
@@ -146,10 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         policy = make_policy("dom", seed=0, prior_strength=1.0)
         policy.eval()
     templates = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    settings: dict[str, dict[str, float]] = {"off": {"settle_max_s": 0.0}}
+    settings: dict[str, dict[str, Any]] = {"off": {"settle": "off"}}
     quiets = [float(q) for q in args.quiet.split(",") if q.strip()]
     for quiet in quiets or [None]:
-        settings["on" if quiet is None else f"on q={quiet:g}"] = {} if quiet is None else {"settle_quiet_s": quiet}
+        wall: dict[str, Any] = {"settle": "wall"}
+        if quiet is not None:
+            wall["settle_quiet_s"] = quiet
+        settings["wall" if quiet is None else f"wall q={quiet:g}"] = wall
+    settings["virtual"] = {"settle": "virtual"}
     tallies = {name: {t: Tally() for t in templates} for name in settings}
     envs = {name: MiniWoBEnv(max_steps=args.max_steps, **options) for name, options in settings.items()}
     try:
@@ -170,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(tallies: dict[str, dict[str, Tally]], templates: Sequence[str], args: argparse.Namespace) -> None:
-    print(f"policy={args.policy} seeds={args.seeds}, two passes per setting; off = settle_max_s=0 (read at once)")
+    print(f"policy={args.policy} seeds={args.seeds}, two passes per setting; off: read at once; wall: wait in real "
+          "time until the page settles; virtual: play the page's clock until it settles")
     print(f"{'task':<20} {'setting':<12} {'steps/s':>8} {'vs off':>7} {'wait ms':>8} {'diff o/a':>9} {'success':>10}")
     totals = {name: Tally() for name in tallies}
     for template in [*templates, "ALL"]:
@@ -196,7 +205,8 @@ def report(tallies: dict[str, dict[str, Tally]], templates: Sequence[str], args:
                   f"{1000 * tally.settle_s / max(1, tally.steps):>8.1f} {f'{outcome_diff}/{action_diff}':>9} "
                   f"{success:>10}")
     print("steps/s: env steps per second of env time (resets included); vs off: that over the 'off' setting, "
-          "measured side by side; wait ms: mean settle wait per step (resets' waits included); diff o/a: "
+          "measured side by side; wait ms: mean settle wait per step, in page time on virtual (resets' waits "
+          "included); diff o/a: "
           "episodes whose outcome / action sequence differs between the two passes; success: pass 1 / pass 2.")
 
 

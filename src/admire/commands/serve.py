@@ -20,7 +20,9 @@ import os
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from admire.envs.miniwob_settle import SETTLE_MODES, check_settle_options
 
 if TYPE_CHECKING:
     from admire.envs.android_devices import AndroidSettings
@@ -29,6 +31,8 @@ log = logging.getLogger("admire.server")
 
 HELP = "serve a pool of GUI environments (MiniWoB++ browsers, Android emulators) over HTTP"
 TOKEN_ENV = "ADMIRE_SERVER_TOKEN"
+MINIWOB = "miniwob"
+MINIWOB_FLAGS = {"settle": "--settle", "settle_quiet_s": "--settle-quiet-s", "settle_max_s": "--settle-max-s"}
 ANDROID = "android_world"
 ANDROID_FLAGS = {"console_ports": "--console-ports", "grpc_ports": "--grpc-ports", "adb_path": "--adb-path",
                  "restart_command": "--restart-command", "boot_timeout": "--boot-timeout",
@@ -79,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"bearer token clients must send (default: ${TOKEN_ENV}); required off loopback")
     parser.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (default: 1 MiB)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    pages = parser.add_argument_group("MiniWoB++ pages (--backend miniwob)")
+    pages.add_argument("--settle", default=None, choices=SETTLE_MODES,
+                       help="how a page is read after reset and each action: virtual plays the page's clock until "
+                            "it settles, wall waits in real time, off reads at once (default: virtual)")
+    pages.add_argument("--settle-quiet-s", type=float, default=None,
+                       help="wall only: no DOM change for this long counts as settled (default: 0.02)")
+    pages.add_argument("--settle-max-s", type=float, default=None,
+                       help="the most one settle plays (page time) or waits (wall time) (default: 1.5)")
     android = parser.add_argument_group("Android emulators (--backend android_world; docs/android.md)")
     android.add_argument("--console-ports", default=None,
                          help="console ports of running emulators, e.g. 5554-5560 (every even port in a range; "
@@ -145,6 +157,14 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
         raise UsageError("the token must be printable ASCII without spaces (it travels in an HTTP header); "
                          "use e.g. $(openssl rand -hex 16)")
     check_exposure(args.host, token)
+    pages = [flag for name, flag in MINIWOB_FLAGS.items() if getattr(args, name, None) is not None]
+    if pages and args.backend != MINIWOB:
+        raise UsageError(f"{pages[0]} is only for --backend {MINIWOB}; drop it or pass --backend {MINIWOB}")
+    try:
+        check_settle_options(0.0 if args.settle_quiet_s is None else args.settle_quiet_s,
+                             0.0 if args.settle_max_s is None else args.settle_max_s)
+    except ValueError as exc:
+        raise UsageError(f"--{str(exc).replace('_', '-')}; pass a value in that range") from None
     given = [flag for name, flag in ANDROID_FLAGS.items() if getattr(args, name, None) not in (None, False)]
     if given and args.backend != ANDROID:
         raise UsageError(f"{given[0]} is only for --backend {ANDROID}; drop it or pass --backend {ANDROID}")
@@ -188,11 +208,18 @@ def check_port_free(host: str, port: int) -> None:
             from None
 
 
+def page_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The MiniWoB++ options given on the command line (``--settle`` …), as the env takes them."""
+    return {name: getattr(args, name) for name in MINIWOB_FLAGS if getattr(args, name, None) is not None}
+
+
 def device_factory(backend: str, max_steps: int | None, screenshots: bool, executor: str = "local",
-                   ray_address: str | None = None, ray_cpus: float = 1.0, android: AndroidSettings | None = None):
+                   ray_address: str | None = None, ray_cpus: float = 1.0, android: AndroidSettings | None = None,
+                   options: dict[str, Any] | None = None):
     """A zero-argument factory of the backend's envs (in this process or in Ray actors), or a clear
     ``UsageError`` for a backend we lack. With ``android`` (``--backend android_world``) each env built
-    takes the next free emulator of its port ranges and gives it back when closed."""
+    takes the next free emulator of its port ranges and gives it back when closed. ``options``: the
+    backend's own (``--settle`` …), passed to every env it builds, wherever it runs."""
     from admire.envs.base import ENVS
 
     try:
@@ -206,6 +233,7 @@ def device_factory(backend: str, max_steps: int | None, screenshots: bool, execu
             raise UsageError(f"--backend {ANDROID} supports only --executor local")
         return android.factory(functools.partial(factory, max_steps=max_steps, screenshots=screenshots))
     max_steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
+    extra = dict(options or {})
     if executor == "ray":
         from admire.envs.executors.ray import RaySettings, ensure_ray, ray_env_factory
 
@@ -214,8 +242,8 @@ def device_factory(backend: str, max_steps: int | None, screenshots: bool, execu
         except ValueError as exc:
             raise UsageError(f"{exc}") from None
         ensure_ray(settings.address)
-        return ray_env_factory(backend, settings, max_steps=max_steps, screenshots=screenshots)
-    return lambda: factory(max_steps=max_steps, screenshots=screenshots)
+        return ray_env_factory(backend, settings, max_steps=max_steps, screenshots=screenshots, **extra)
+    return lambda: factory(max_steps=max_steps, screenshots=screenshots, **extra)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -228,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         check_port_free(args.host, args.port)
         android = android_settings(args) if args.backend == ANDROID else None
         factory = device_factory(args.backend, args.max_steps, args.screenshots, args.executor, args.ray_address,
-                                 args.ray_cpus_per_device, android)
+                                 args.ray_cpus_per_device, android, options=page_options(args))
     except UsageError as exc:
         print(f"admire serve: error: {exc}", file=sys.stderr)
         return 2

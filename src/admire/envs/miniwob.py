@@ -56,14 +56,17 @@ from admire.envs.miniwob_browser import (
     resolve_browser_paths,
     shut_down,
 )
+from admire.envs.miniwob_clock import CLOCK_ADVANCE_JS, CLOCK_HOOK_JS, CLOCK_SETTLE_READ_JS
 from admire.envs.miniwob_dom import Page, read_page
 from admire.envs.miniwob_settle import (
+    DEFAULT_SETTLE,
     DEFAULT_SETTLE_MAX_S,
     DEFAULT_SETTLE_QUIET_S,
     SETTLE_HOOK_JS,
     SETTLE_READ_JS,
     SHORT_TIMER_MS,
     SettleReport,
+    check_settle_mode,
     check_settle_options,
     settle_report,
 )
@@ -83,24 +86,29 @@ FAILURE = "failure"
 TASK_READY_POLL_S = 0.05
 TASK_READY_MAX_WAIT_S = 2.0
 
-RESET_JS = SETTLE_HOOK_JS + """
-if (window.__admireSettle.leftovers()) { return 'reload'; }
+_RESET_BODY = """
+var S = window.__admireSettle;
+if (!!S.virtual !== arguments[4] || S.leftovers()) { return 'reload'; }
 core.EPISODE_MAX_TIME = arguments[1];
 core.endEpisode(0);
 if (document.activeElement && document.activeElement !== document.body) { document.activeElement.blur(); }
+if (S.startEpisode) { S.startEpisode(); }
 Math.seedrandom(arguments[2]);
 core.setDataMode(arguments[3]);
 core.startEpisodeReal();
 return WOB_TASK_READY;
 """
-"""miniwob's ``force_stop`` + ``begin_task`` (seed, data mode, start) in one call, timer lifted first;
-the settle hooks are installed before the episode starts, so its first timers are counted. Answers
-``'reload'`` (and starts nothing) when the last episode left visible elements outside the task area,
-e.g. use-autocomplete's open menu: the page is then loaded afresh, so an episode never shows another
-episode's leftovers. The focus is taken off whatever the last episode focused: a task that repositions its
-elements rather than rebuilding them (click-button-sequence) would otherwise start with the last episode's
-button focused, and its first screen would depend on the episode before. Arguments: short-timer ms, max time,
-seed, data mode."""
+RESET_JS = {"virtual": CLOCK_HOOK_JS + _RESET_BODY, "wall": SETTLE_HOOK_JS + _RESET_BODY,
+            "off": SETTLE_HOOK_JS + _RESET_BODY}
+"""Per settle mode: miniwob's ``force_stop`` + ``begin_task`` (seed, data mode, start) in one call, timer lifted
+first; the mode's hooks are installed before the episode starts, so its first timers are counted (and, on
+virtual time, run by the page clock, whose frames then count from the episode's start). Answers ``'reload'``
+(and starts nothing) when the page carries the other mode's hooks, or when the last episode left visible
+elements outside the task area, e.g. use-autocomplete's open menu: the page is then loaded afresh, so an
+episode never shows another episode's leftovers. The focus is taken off whatever the last episode focused: a
+task that repositions its elements rather than rebuilding them (click-button-sequence) would otherwise start
+with the last episode's button focused, and its first screen would depend on the episode before. Arguments:
+short-timer ms, max time, seed, data mode, whether the page runs on virtual time."""
 
 
 @functools.cache
@@ -138,11 +146,12 @@ class MiniWoBEnv:
     sleeps), ``scroll_px`` (wheel distance of one scroll), ``chrome_binary``/``chromedriver``
     (default: ``MINIWOB_CHROME_BINARY``/``MINIWOB_CHROMEDRIVER``, else ``/usr/bin/...``),
     ``scratch_root`` (where the per-env TMPDIR goes), ``command_timeout_s`` (a browser call that takes
-    longer is a crash), ``data_mode`` (miniwob's train/test generator switch), ``settle_quiet_s`` and
-    ``settle_max_s`` (after reset and each action, wait until no short timer or animation frame is
-    pending and the DOM has not changed for ``settle_quiet_s``, default 0.02 s, but at most
-    ``settle_max_s``, default 1.5 s; ``settle_max_s=0`` reads at once, as before issue 13 — not
-    reproducible on timing-sensitive tasks).
+    longer is a crash), ``data_mode`` (miniwob's train/test generator switch), ``settle`` (how the page
+    is read after reset and each action, :data:`SETTLE_MODES`: ``virtual``, the default, plays the page's
+    own clock until no short timer, frame or animation is pending, at most ``settle_max_s`` of page time;
+    ``wall`` waits in real time until the same holds and the DOM has not changed for ``settle_quiet_s``,
+    default 0.02 s, at most ``settle_max_s``, default 1.5 s; ``off``, or ``settle_max_s=0``, reads at once,
+    which is not reproducible on timing-sensitive tasks).
 
     The browser starts on the first ``reset``. Not thread-safe: one env per thread.
     """
@@ -160,6 +169,7 @@ class MiniWoBEnv:
         scratch_root: str | Path | None = None,
         command_timeout_s: float = 60.0,
         data_mode: str = "train",
+        settle: str = DEFAULT_SETTLE,
         settle_quiet_s: float = DEFAULT_SETTLE_QUIET_S,
         settle_max_s: float = DEFAULT_SETTLE_MAX_S,
     ) -> None:
@@ -174,6 +184,7 @@ class MiniWoBEnv:
         self.scroll_px = int(scroll_px)
         self.command_timeout_s = float(command_timeout_s)
         self.data_mode = data_mode
+        self.settle = check_settle_mode(settle)
         self.settle_quiet_s, self.settle_max_s = check_settle_options(settle_quiet_s, settle_max_s)
         self.last_settle = SettleReport(settled=False, waited_s=0.0, busy="")
         self._paths = resolve_browser_paths(chrome_binary, chromedriver)  # fails early if missing
@@ -206,7 +217,9 @@ class MiniWoBEnv:
         self._episode_over = True
         self._task = task
         with self._guard("starting an episode"):
-            args = (RESET_JS, SHORT_TIMER_MS, LIFTED_EPISODE_MAX_TIME_MS, int(task.seed), self.data_mode)
+            mode = self._settle_mode()
+            args = (RESET_JS[mode], SHORT_TIMER_MS, LIFTED_EPISODE_MAX_TIME_MS, int(task.seed), self.data_mode,
+                    mode == "virtual")
             ready = self._driver.execute_script(*args)
             if ready == "reload":
                 self._switch(template)
@@ -389,13 +402,18 @@ class MiniWoBEnv:
             time.sleep(TASK_READY_POLL_S)
             ready = self._driver.execute_script("return WOB_TASK_READY;")
 
+    def _settle_mode(self) -> str:
+        return "off" if self.settle_max_s <= 0 else self.settle
+
     def _read(self) -> Page:
         """Wait for the page to settle (bounded), then read it: one browser call. The wait is part of
         the step's own browser call, so it counts against nothing but wall time, and a browser that
         dies during it fails like any other call (inside ``_guard``)."""
         instance = self._instance
-        raw = self._driver.execute_async_script(SETTLE_READ_JS, SHORT_TIMER_MS, self.settle_quiet_s * 1000,
-                                                self.settle_max_s * 1000)
+        mode = self._settle_mode()
+        script = CLOCK_SETTLE_READ_JS if mode == "virtual" else SETTLE_READ_JS
+        max_ms = 0.0 if mode == "off" else self.settle_max_s * 1000
+        raw = self._driver.execute_async_script(script, SHORT_TIMER_MS, self.settle_quiet_s * 1000, max_ms)
         if not isinstance(raw, Mapping):
             raise RuntimeError(f"reading the page answered {type(raw).__name__}, not an object")
         if "error" in raw and "done" not in raw:
@@ -415,7 +433,10 @@ class MiniWoBEnv:
         from miniwob.selenium_actions import execute_action_on_chromedriver
 
         if op.kind == SLEEP:
-            time.sleep(op.seconds)
+            if self._settle_mode() == "virtual":  # the page's clock runs for the wait; nothing sleeps
+                self._driver.execute_async_script(CLOCK_ADVANCE_JS, SHORT_TIMER_MS, op.seconds * 1000)
+            else:
+                time.sleep(op.seconds)
             return
         if op.kind in HORIZONTAL_SCROLLS:
             self._scroll_horizontally(op)

@@ -35,6 +35,13 @@ from typing import Any
 
 from admire.envs.miniwob_dom import READ_PAGE_JS
 
+SETTLE_MODES = ("virtual", "wall", "off")
+"""How a page is read after reset and each action: ``virtual`` plays the page's own clock until it settles
+(:mod:`admire.envs.miniwob_clock`), ``wall`` waits in real time until it settles (this module), ``off``
+reads it at once (not reproducible on timing-sensitive tasks)."""
+
+DEFAULT_SETTLE = "virtual"
+
 SHORT_TIMER_MS = 1000
 """Timeouts up to this long are waited for (menus, delayed buttons, debounces); longer ones are clocks
 or episode timers that an observation must not wait for."""
@@ -139,7 +146,12 @@ function (shortMs) {
     }
     return '';
   };
-  S.leftovers = function () {
+  S.leftovers = %(leftovers)s;
+  window.__admireSettle = S;
+}
+"""
+
+LEFTOVERS_JS = r"""function () {
     // Visible elements an episode appended to <body> (jQuery-UI menus, dialogs): they outlive a
     // reset and would show the last episode's suggestions in the next one.
     var kids = document.body.children;
@@ -149,12 +161,10 @@ function (shortMs) {
       if (r.width > 0 && r.height > 0) { return true; }
     }
     return false;
-  };
-  window.__admireSettle = S;
-}
-"""
+  }"""
+"""``S.leftovers`` of either settle hook (``S.initial``: the body's children when the hook was installed)."""
 
-SETTLE_HOOK_JS = "(" + _INSTALL_FN + ")(arguments[0]);\n"
+SETTLE_HOOK_JS = "(" + _INSTALL_FN.replace("%(leftovers)s", LEFTOVERS_JS) + ")(arguments[0]);\n"
 """Install the settle hooks in the current page (a no-op when they are there). Argument: short ms."""
 
 SETTLE_READ_JS = (
@@ -204,6 +214,12 @@ def settle_report(raw: Mapping[str, Any]) -> SettleReport:
     settle = raw.get("settle") or {}
     return SettleReport(settled=bool(settle.get("settled")), waited_s=float(settle.get("waited_ms") or 0.0) / 1000,
                         busy=str(settle.get("busy") or ""))
+
+
+def check_settle_mode(mode: str) -> str:
+    if mode not in SETTLE_MODES:
+        raise ValueError(f"settle must be one of {', '.join(SETTLE_MODES)}, got {mode!r}")
+    return mode
 
 
 def check_settle_options(quiet_s: float, max_s: float) -> tuple[float, float]:

@@ -448,7 +448,8 @@ def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
     env.max_envs=[4, 16]``: 4 local browsers and 16 devices of that server); a single number applies to
     each backend. Every backend must run the suite's tasks: rollouts hand any task to any env. The envs
     run where ``env.executor`` says (``local``, ``ray`` …, :mod:`admire.envs.executors`), with the
-    executor's own section (``env.ray``) as its settings.
+    executor's own section (``env.ray``) as its settings. ``env.miniwob`` (the settle mode and its bounds)
+    goes to the ``miniwob`` backend, wherever it runs; an ``admire serve`` sets its devices' own.
     """
     from admire.envs.executors import get_executor
 
@@ -463,9 +464,12 @@ def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
     if len(counts) != len(specs):
         raise ValueError(f"env.max_envs has {len(counts)} count(s) but env.src has {len(specs)} backend(s); "
                          "give one count per backend")
+    miniwob = cfg.env.get("miniwob")
+    miniwob_options = OmegaConf.to_container(miniwob, resolve=True) if miniwob is not None else {}
+    assert isinstance(miniwob_options, dict)
     envs = []
     for spec, count in zip(specs, counts, strict=True):
-        build = executor(spec, settings, **options)
+        build = executor(spec, settings, **options, **(miniwob_options if spec == "miniwob" else {}))
         if spec == "android_world":  # each env takes an emulator of env.android_world's port ranges
             build = _android_factory(cfg, count, options)
         for _ in range(count):
