@@ -321,7 +321,8 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
     from admire.rl.rollout import collect, group_requests
     from admire.rl.trainer import make_envs
 
-    cfg = load_config(overrides=["env.executor=ray", "env.max_envs=[1]", "env.ray.num_cpus_per_env=0.25"])
+    cfg = load_config(overrides=["env.executor=ray", "env.max_envs=[1]", "env.ray.num_cpus_per_env=0.25",
+                                 "env.miniwob.settle=wall"])
     with ExitStack() as stack:
         envs = make_envs(cfg, stack)
         assert len(envs) == 1 and isinstance(envs[0], RayEnv)
@@ -330,6 +331,7 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
         actor = envs[0].actor
     assert [t.termination for t in out] == [Termination.SUCCESS, Termination.SUCCESS]
     assert out[0].goal == "Click the button." and out[0].steps[0].grounded_description.startswith("clicked")
+    assert out[0].steps[0].info["settle_mode"] == "wall"  # env.miniwob reached the env inside the actor
     assert actor_ended(actor)  # the stack closed the device
 
 

@@ -124,7 +124,7 @@ def timed_steps(step: Callable[[], None], n: int) -> list[float]:
 
 def overhead(steps: int) -> list[tuple[str, float, dict[str, float]]]:
     """(screenshots, raw median ms, {settle mode: wrapper median ms}) measured in alternating blocks."""
-    from admire.envs.miniwob import SETTLE_MODES
+    from admire.envs.miniwob_settle import SETTLE_MODES
 
     raw = RawGymStepper(False)
     wrappers = {mode: WrapperStepper(False, settle=mode) for mode in SETTLE_MODES}

@@ -11,9 +11,10 @@ What this adds to miniwob's gym env, and why:
   that would fail for being slow. Every reset sets ``core.EPISODE_MAX_TIME`` to 10^9 ms and the step
   budget is enforced here instead (``max_steps``, or ``Task.max_steps``).
 * **A settled screen.** After reset and after every action the page is read only once it is quiet
-  (no pending short timer or animation frame, no DOM change for ``settle_quiet_s``), at most
-  ``settle_max_s`` later (:mod:`admire.envs.miniwob_settle`): a menu that opens 0.3 s after typing is
-  in the observation whatever the machine's speed, so a seeded run is reproducible.
+  (no pending short timer, animation frame or animation), at most ``settle_max_s`` later: by default on
+  the page's own clock, played forward callback by callback (:mod:`admire.envs.miniwob_clock`), or in
+  real time with ``settle="wall"`` (:mod:`admire.envs.miniwob_settle`). A menu that opens 0.3 s after
+  typing is in the observation whatever the machine's speed, so a seeded run is reproducible.
 * **Fewer round trips.** A step is the action's own call(s) plus one call that waits for the page to
   settle and reads it (:data:`~admire.envs.miniwob_settle.SETTLE_READ_JS`), against four to five
   calls in miniwob's step.
@@ -24,7 +25,8 @@ What this adds to miniwob's gym env, and why:
 Outcome: success is ``raw_reward == 1``; a page that ends the episode otherwise (a wrong answer) is a
 ``failure``. ``StepResult.info`` carries ``raw_reward``, ``termination`` (``success``, ``failure``,
 ``agent_stop``, ``max_steps``, or ``None`` while running), ``screen_changed``, ``settle_s`` (how long
-the step waited for the page to settle) and ``settled`` (False: the page was still busy at the cap).
+the step waited for the page to settle: page time on virtual time, wall time otherwise), ``settled``
+(False: the page was still busy at the cap) and ``settle_mode`` (``virtual``, ``wall`` or ``off``).
 
 The task's parsed ``fields`` (miniwob's ground truth) never enter an ``Observation``; only
 :meth:`MiniWoBEnv.ground_truth` returns them, and it is for oracles and tests, never for agents.
@@ -505,6 +507,7 @@ class MiniWoBEnv:
             "miniwob_actions": [op.kind for op in plan.ops],
             "settle_s": round(self.last_settle.waited_s, 4),
             "settled": self.last_settle.settled,
+            "settle_mode": self._settle_mode(),
         }
         self._page = after
         self._episode_over = termination is not None
