@@ -328,10 +328,13 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
         assert len(envs) == 1 and isinstance(envs[0], RayEnv)
         out = collect(group_requests([Task(name="miniwob/click-test", seed=11)], 2), envs, ClickTestOracle(),
                       max_steps=4)
+        first = envs[0].reset(Task(name="miniwob/click-test", seed=12))
+        button = next(i for i, e in enumerate(first.ui_elements) if e.class_name == "button")
+        step = envs[0].step(Action(action_type="click", index=button))
         actor = envs[0].actor
     assert [t.termination for t in out] == [Termination.SUCCESS, Termination.SUCCESS]
     assert out[0].goal == "Click the button." and out[0].steps[0].grounded_description.startswith("clicked")
-    assert out[0].steps[0].info["settle_mode"] == "wall"  # env.miniwob reached the env inside the actor
+    assert step.info["settle_mode"] == "wall"  # env.miniwob reached the env inside the actor
     assert actor_ended(actor)  # the stack closed the device
 
 

@@ -158,6 +158,64 @@ def test_on_virtual_time_a_css_transition_is_driven_to_its_end(miniwob_env):
     assert page_now(miniwob_env) - before == pytest.approx(600, abs=20)
 
 
+class SlowImages:
+    """A loopback server that answers every request with a 10 x 10 PNG after ``delay_s``: a CSS image that is
+    still loading when an action returns, as a fresh browser's first look at email-inbox's icons is."""
+
+    def __init__(self, delay_s: float) -> None:
+        import http.server
+        import struct
+        import threading
+        import zlib
+
+        def chunk(kind: bytes, data: bytes) -> bytes:
+            return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+        rows = b"".join(b"\x00" + b"\x80\x20\x20" * 10 for _ in range(10))
+        png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 10, 10, 8, 2, 0, 0, 0))
+               + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                time.sleep(delay_s)
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(png)))
+                self.end_headers()
+                self.wfile.write(png)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("mode", [*SETTLING, "off"])
+def test_a_css_image_still_loading_is_waited_for(miniwob_env, mode):
+    images = SlowImages(delay_s=0.4)
+    try:
+        miniwob_env.settle = mode
+        miniwob_env.reset(make_task("miniwob/click-button", seed=EVAL_SEED_START))
+        miniwob_env.driver.execute_script(
+            "var icon = document.createElement('span'); icon.id = 'slow-icon';"
+            "icon.style.content = 'url(' + arguments[0] + '/icon-' + arguments[1] + '.png)';"
+            "document.getElementById('area').appendChild(icon);", images.url, mode)
+        result = miniwob_env.step(Action(action_type="scroll", direction="down"))
+    finally:
+        images.close()
+    shown = [e for e in result.observation.ui_elements if e.resource_id == "slow-icon"]
+    if mode == "off":  # read at once: the icon has no size yet, so the screen leaves it out
+        assert shown == [] and result.info["settled"] is False
+    else:
+        assert len(shown) == 1 and result.info["settled"] is True
+
+
 def test_switching_the_mode_reloads_the_page_with_the_other_hooks(miniwob_env):
     miniwob_env.settle = "wall"
     miniwob_env.reset(make_task(AUTOCOMPLETE, seed=EVAL_SEED_START))

@@ -26,10 +26,10 @@ HERE = Path({folder!r})
 args = sys.argv[1:]
 serial = args[1] if len(args) >= 2 and args[0] == "-s" else ""
 rest = args[2:] if serial else args
-with open(HERE / "calls.jsonl", "a") as log:
-    log.write(json.dumps(args) + "\n")
 with open(HERE / "state.lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)
+    with open(HERE / "calls.jsonl", "a") as log:  # under the lock: the log's order is the order of the answers
+        log.write(json.dumps(args) + "\n")
     state = json.loads((HERE / "state.json").read_text())
     device = {{**state["default"], **state["devices"].get(serial, {{}})}}
     out, code = "", 0

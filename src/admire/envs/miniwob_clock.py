@@ -20,8 +20,8 @@ until ``max_ms`` of page time have passed. A 300 ms menu delay then costs one ca
   plays the clock for its duration instead of sleeping.
 * Frames fall at fixed steps from the start of the episode, so an animation is sampled at the same
   page times whatever ran before it on the same page.
-* Real-time work that no clock controls (a request, a document or an image still loading) is waited for in real
-  time, up to ``max_ms``.
+* Real-time work that no clock controls (a request, the document, an ``<img>`` or a CSS image still
+  loading) is waited for in real time, up to ``max_ms``.
 
 Cost: what the page's callbacks cost, and nothing else; a page that never settles (chase-circle) is
 read after ``max_ms`` of page time, about a hundred frames, not ``max_ms`` of wall time.
@@ -30,7 +30,7 @@ read after ``max_ms`` of page time, about a hundred frames, not ``max_ms`` of wa
 from __future__ import annotations
 
 from admire.envs.miniwob_dom import READ_PAGE_JS
-from admire.envs.miniwob_settle import LEFTOVERS_JS
+from admire.envs.miniwob_settle import IMAGES_LOADING_JS, LEFTOVERS_JS
 
 FRAME_MS = 1000.0 / 60.0
 """Page time between two animation frames (60 Hz)."""
@@ -165,10 +165,7 @@ function (shortMs) {
     if (S.driven.length > 0) { return 'animations'; }
     if (jq && jq.active > 0) { return 'requests'; }
     if (document.readyState !== 'complete') { return 'loading'; }
-    var images = document.images;
-    for (var i = 0; i < images.length; i++) {
-      if (!images[i].complete) { return 'images'; }
-    }
+    if (S.imagesLoading()) { return 'images'; }
     return '';
   };
   var realTimeOnly = {requests: 1, loading: 1, images: 1};
@@ -205,12 +202,14 @@ function (shortMs) {
   };
   S.startEpisode = function () { S.phase = S.now; };
   S.leftovers = %(leftovers)s;
+  S.cssImages = {};
+  S.imagesLoading = %(images)s;
   window.__admireSettle = S;
 }
 """
 
 CLOCK_HOOK_JS = "(" + _INSTALL_FN.replace("%(frame)s", repr(FRAME_MS)).replace("%(poll)s", "5").replace(
-    "%(leftovers)s", LEFTOVERS_JS) + ")(arguments[0]);\n"
+    "%(leftovers)s", LEFTOVERS_JS).replace("%(images)s", IMAGES_LOADING_JS) + ")(arguments[0]);\n"
 """Install the page clock in the current page (a no-op when it is there). Argument: short-timer ms."""
 
 CLOCK_SETTLE_READ_JS = (

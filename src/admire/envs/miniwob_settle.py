@@ -17,7 +17,7 @@ evaluation gave use-autocomplete 0% in one run and 40% in another. The fix is An
   (``#reward-display``).
 * :data:`SETTLE_READ_JS` (after reset and after each action, one ``execute_async_script`` call) waits
   until nothing short is pending (timers, frames, jQuery animations and requests, finite CSS/Web
-  animations, document loading) **and** the DOM has not changed for ``quiet_ms``, or until ``max_ms``
+  animations, the document or an image loading) **and** the DOM has not changed for ``quiet_ms``, or until ``max_ms``
   have passed; then it reads the page (:data:`~admire.envs.miniwob_dom.READ_PAGE_JS`) in the same call.
   A page that did nothing since the last change costs no wait at all: the quiet window is counted
   from the last change, not from the call.
@@ -133,6 +133,7 @@ function (shortMs) {
     if (S.timerCount > 0) { return 'timers'; }
     if (S.frameCount > 0) { return 'frames'; }
     if (document.readyState !== 'complete') { return 'loading'; }
+    if (S.imagesLoading()) { return 'images'; }
     var jq = window.jQuery;
     if (jq && (jq.active > 0 || (jq.timers && jq.timers.length > 0))) { return 'jquery'; }
     if (document.getAnimations) {
@@ -147,9 +148,41 @@ function (shortMs) {
     return '';
   };
   S.leftovers = %(leftovers)s;
+  S.cssImages = {};
+  S.imagesLoading = %(images)s;
   window.__admireSettle = S;
 }
 """
+
+IMAGES_LOADING_JS = r"""function () {
+    // Whether an image the page shows is still loading: an <img>, or a CSS `content`/`background-image`
+    // url (email-inbox's reply and send icons are `content: url(...)`: until the file has loaded the
+    // element has no size, and a read then leaves it out). CSS urls are loaded once through an Image
+    // kept in S.cssImages, so a url already loaded costs nothing.
+    var images = document.images;
+    for (var i = 0; i < images.length; i++) {
+      if (!images[i].complete) { return true; }
+    }
+    var all = document.body.getElementsByTagName('*');
+    var pattern = /url\(["']?([^"')]+)["']?\)/g;
+    for (var j = 0; j < all.length; j++) {
+      var style = getComputedStyle(all[j]);
+      var sources = style.content + ' ' + style.backgroundImage;
+      if (sources.indexOf('url(') < 0) { continue; }
+      var match;
+      pattern.lastIndex = 0;
+      while ((match = pattern.exec(sources)) !== null) {
+        var image = S.cssImages[match[1]];
+        if (!image) {
+          image = S.cssImages[match[1]] = new Image();
+          image.src = match[1];
+        }
+        if (!image.complete) { return true; }
+      }
+    }
+    return false;
+  }"""
+"""``S.imagesLoading`` of either settle hook (``S.cssImages``: url -> Image, filled as urls are seen)."""
 
 LEFTOVERS_JS = r"""function () {
     // Visible elements an episode appended to <body> (jQuery-UI menus, dialogs): they outlive a
@@ -164,7 +197,8 @@ LEFTOVERS_JS = r"""function () {
   }"""
 """``S.leftovers`` of either settle hook (``S.initial``: the body's children when the hook was installed)."""
 
-SETTLE_HOOK_JS = "(" + _INSTALL_FN.replace("%(leftovers)s", LEFTOVERS_JS) + ")(arguments[0]);\n"
+SETTLE_HOOK_JS = "(" + _INSTALL_FN.replace("%(leftovers)s", LEFTOVERS_JS).replace(
+    "%(images)s", IMAGES_LOADING_JS) + ")(arguments[0]);\n"
 """Install the settle hooks in the current page (a no-op when they are there). Argument: short ms."""
 
 SETTLE_READ_JS = (
