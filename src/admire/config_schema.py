@@ -29,7 +29,14 @@ from typing import Annotated, Any, Literal
 from omegaconf import DictConfig, OmegaConf
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from admire.envs.miniwob_settle import DEFAULT_SETTLE, DEFAULT_SETTLE_MAX_S, DEFAULT_SETTLE_QUIET_S, SETTLE_MODES
+from admire.envs.miniwob_settle import (
+    DEFAULT_SETTLE,
+    DEFAULT_SETTLE_MAX_S,
+    DEFAULT_SETTLE_QUIET_S,
+    SETTLE_MAX_S_LIMIT,
+    SETTLE_MODES,
+    SETTLE_QUIET_S_LIMIT,
+)
 from admire.rewards import (
     DESCRIPTION_SOURCES,
     MATCHER_MODES,
@@ -239,8 +246,8 @@ class MiniWoBSection(_Section):
     """How the ``miniwob`` backend reads a page after reset and each action (:mod:`admire.envs.miniwob_clock`)."""
 
     settle: Annotated[str, _choice(*SETTLE_MODES)] = DEFAULT_SETTLE
-    settle_quiet_s: Annotated[float, Field(ge=0, le=5)] = DEFAULT_SETTLE_QUIET_S
-    settle_max_s: Annotated[float, Field(ge=0, le=10)] = DEFAULT_SETTLE_MAX_S
+    settle_quiet_s: Annotated[float, Field(ge=0, le=SETTLE_QUIET_S_LIMIT)] = DEFAULT_SETTLE_QUIET_S
+    settle_max_s: Annotated[float, Field(ge=0, le=SETTLE_MAX_S_LIMIT)] = DEFAULT_SETTLE_MAX_S
 
 
 class EnvSection(_Section):

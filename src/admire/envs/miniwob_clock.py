@@ -46,8 +46,6 @@ function (shortMs) {
   var S = {virtual: true, now: t0, phase: t0, shortMs: shortMs, tasks: {}, shortCount: 0, frameCount: 0,
            nextId: 10000000, nextOrder: 0, driven: [],
            initial: Array.prototype.slice.call(document.body.children)};
-  S.realNow = realNow;
-  S.setTimeout = realSetTimeout;
   var channel = new MessageChannel(), resumeWith = null;
   channel.port1.onmessage = function () { var f = resumeWith; resumeWith = null; if (f) { f(); } };
   S.yieldThen = function (f) { resumeWith = f; channel.port2.postMessage(0); };
@@ -157,7 +155,7 @@ function (shortMs) {
   };
 
   S.busy = function () {
-    // What short work is still to come ('' when none), and whether only real time can end it.
+    // What short work is still to come ('' when none); realTimeOnly says which only real time can end.
     if (S.shortCount > 0) { return 'timers'; }
     if (S.frameCount > 0) { return 'frames'; }
     var jq = window.jQuery;

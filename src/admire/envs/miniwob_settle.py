@@ -17,8 +17,9 @@ evaluation gave use-autocomplete 0% in one run and 40% in another. The fix is An
   (``#reward-display``).
 * :data:`SETTLE_READ_JS` (after reset and after each action, one ``execute_async_script`` call) waits
   until nothing short is pending (timers, frames, jQuery animations and requests, finite CSS/Web
-  animations, the document or an image loading) **and** the DOM has not changed for ``quiet_ms``, or until ``max_ms``
-  have passed; then it reads the page (:data:`~admire.envs.miniwob_dom.READ_PAGE_JS`) in the same call.
+  animations, the document or an image loading) **and** the DOM has not changed for ``quiet_ms``, or
+  until ``max_ms`` have passed; then it reads the page (:data:`~admire.envs.miniwob_dom.READ_PAGE_JS`) in
+  the same call.
   A page that did nothing since the last change costs no wait at all: the quiet window is counted
   from the last change, not from the call.
 
@@ -133,7 +134,6 @@ function (shortMs) {
     if (S.timerCount > 0) { return 'timers'; }
     if (S.frameCount > 0) { return 'frames'; }
     if (document.readyState !== 'complete') { return 'loading'; }
-    if (S.imagesLoading()) { return 'images'; }
     var jq = window.jQuery;
     if (jq && (jq.active > 0 || (jq.timers && jq.timers.length > 0))) { return 'jquery'; }
     if (document.getAnimations) {
@@ -145,6 +145,7 @@ function (shortMs) {
         }
       }
     }
+    if (S.imagesLoading()) { return 'images'; }  // last: it reads every element's style
     return '';
   };
   S.leftovers = %(leftovers)s;
@@ -256,11 +257,16 @@ def check_settle_mode(mode: str) -> str:
     return mode
 
 
+SETTLE_QUIET_S_LIMIT = 5
+SETTLE_MAX_S_LIMIT = 10
+"""The largest ``settle_quiet_s`` and ``settle_max_s``, here and in the config schema."""
+
+
 def check_settle_options(quiet_s: float, max_s: float) -> tuple[float, float]:
     """Validated ``(settle_quiet_s, settle_max_s)``; ``max_s == 0`` turns the wait off."""
     quiet, cap = float(quiet_s), float(max_s)
-    if not 0 <= quiet <= 5:
-        raise ValueError(f"settle_quiet_s must be between 0 and 5 seconds, got {quiet_s}")
-    if not 0 <= cap <= 10:
-        raise ValueError(f"settle_max_s must be between 0 (no wait) and 10 seconds, got {max_s}")
+    if not 0 <= quiet <= SETTLE_QUIET_S_LIMIT:
+        raise ValueError(f"settle_quiet_s must be between 0 and {SETTLE_QUIET_S_LIMIT} seconds, got {quiet_s}")
+    if not 0 <= cap <= SETTLE_MAX_S_LIMIT:
+        raise ValueError(f"settle_max_s must be between 0 (no wait) and {SETTLE_MAX_S_LIMIT} seconds, got {max_s}")
     return quiet, cap
