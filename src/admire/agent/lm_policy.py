@@ -22,6 +22,13 @@ Why it is shaped this way:
   the trainer's safetensors checkpoint is megabytes, not the base model again.
 * **Nothing downloaded.** ``path`` is a local model directory (``admire models prepare``); every load is
   ``local_files_only``.
+* **Rollouts at the machine's speed.** With ``rollout="cached"`` (the default for text models) ``act``
+  samples through :mod:`admire.agent.lm_rollout`: the fixed system turn's keys and values computed once per
+  weights version, grouped-query attention that copies nothing, a cache written in place, and the sampling
+  step's own log-probs kept when the sampled ids are canonical (otherwise that row is re-scored). Scoring
+  shares the system turn across the batch too, gradient included. ``rollout="generate"`` is transformers'
+  ``generate`` followed by one scoring forward, kept for comparison and for vision-language models, whose
+  prompts hold image tokens.
 """
 
 from __future__ import annotations
@@ -45,7 +52,18 @@ from torch import nn  # noqa: E402
 
 from admire.actions import parse_model_output  # noqa: E402
 from admire.agent.base import Decision, PolicyOutput  # noqa: E402
-from admire.agent.prompts import DEFAULT_HISTORY_WINDOW, build_messages  # noqa: E402
+from admire.agent.lm_rollout import (  # noqa: E402
+    LowPrecisionCopy,
+    PrefixCache,
+    SamplingSettings,
+    body,
+    cpu_multiplies_bfloat16,
+    sample,
+    score_hidden,
+    shared_prefix,
+    use_grouped_attention,
+)
+from admire.agent.prompts import DEFAULT_HISTORY_WINDOW, build_messages, system_prompt  # noqa: E402
 from admire.types import Observation, Step  # noqa: E402
 
 DEFAULT_MAX_PIXELS = 1280 * 28 * 28
@@ -64,6 +82,8 @@ DEFAULTS: dict[str, Any] = {
     "dtype": "auto",
     "device": "auto",
     "keep_reference": False,
+    "rollout": "auto",
+    "sampler_dtype": "auto",
     "encoder": None,
 }
 """Every option of the policy with its default; ``encoder`` is accepted and ignored (the trainer passes one
@@ -75,6 +95,9 @@ OPTIONS_FILE = "admire-lm-policy.json"
 _COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
                  "preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+ROLLOUTS = ("auto", "cached", "generate")
+"""``cached``: :mod:`admire.agent.lm_rollout`; ``generate``: transformers' ``generate`` + one scoring forward;
+``auto``: cached for text models, generate for vision-language ones."""
 
 
 class LMPolicy(nn.Module):
@@ -83,25 +106,36 @@ class LMPolicy(nn.Module):
     ``screenshots`` ("auto": on for vision-language models), ``max_pixels`` (larger screenshots are scaled
     down first; ``DEFAULT_MAX_PIXELS``, None: no limit), ``lora`` (None, or a dict of ``r``, ``alpha``,
     ``dropout``, ``target_modules``), ``dtype`` ("auto": bfloat16 on CUDA, float32 on CPU), ``device``,
-    ``keep_reference`` and ``encoder`` (ignored)."""
+    ``keep_reference``, ``rollout`` ("auto": "cached" for text models, "generate" for vision-language ones)
+    ``sampler_dtype`` (the cached rollout's sampling precision; "auto": bfloat16 on a CPU that multiplies it
+    natively, else the model's own) and ``encoder`` (ignored)."""
 
     def __init__(
         self, *, path: Any = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
         max_new_tokens: int = 96, history_window: int = DEFAULT_HISTORY_WINDOW, screenshots: Any = "auto",
         max_pixels: int | None = DEFAULT_MAX_PIXELS, lora: Any = None, dtype: str = "auto", device: str = "auto",
-        keep_reference: bool = False, encoder: Any = None,
+        keep_reference: bool = False, rollout: str = "auto", sampler_dtype: str = "auto", encoder: Any = None,
     ) -> None:
         super().__init__()
         self.options = _checked_options({
             "path": path, "seed": seed, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
             "history_window": history_window, "screenshots": screenshots, "max_pixels": max_pixels, "lora": lora,
-            "dtype": dtype, "device": device, "keep_reference": keep_reference, "encoder": encoder})
+            "dtype": dtype, "device": device, "keep_reference": keep_reference, "rollout": rollout,
+            "sampler_dtype": sampler_dtype, "encoder": encoder})
         path = _model_dir(self.options["path"])
         self.device = _device(self.options["device"])
         self.dtype = _dtype(self.options["dtype"], self.device)
         self.vision_language, model, self.tokenizer, self.processor = _load(path, self.dtype)
         self.screenshots = _screenshots(self.options["screenshots"], self.vision_language)
+        self.rollout = _rollout(self.options["rollout"], self.vision_language)
+        if self.rollout == "cached" and not use_grouped_attention(model):
+            raise ValueError(f"rollout='cached' needs a model whose attention transformers can swap; "
+                             f"{type(model).__name__} cannot: use rollout='generate'")
         model.to(self.device)
+        sampler_dtype = _sampler_dtype(self.options["sampler_dtype"], self.dtype, self.device, self.rollout)
+        self._low_precision: LowPrecisionCopy | None = None
+        if sampler_dtype != self.dtype:  # not a submodule: outside state_dict, parameters() and .to()
+            self.__dict__["_low_precision"] = LowPrecisionCopy(model, sampler_dtype)
         self.end_id = int(self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token))
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id)
         self.stop_ids = _stop_ids(model, self.end_id)
@@ -109,6 +143,9 @@ class LMPolicy(nn.Module):
         self.lora: dict[str, Any] | None = None
         self._reference_copy: nn.Module | None = None
         self._use_reference = False
+        self._in_reference = False
+        self._prefix_cache = PrefixCache()
+        self._system_ids: list[int] | None = None
         if self.options["lora"]:
             self.lora = {**LORA_DEFAULTS, **self.options["lora"]}
             self.model = _with_lora(model, self.lora)
@@ -135,6 +172,8 @@ class LMPolicy(nn.Module):
                              "pass one history (possibly empty) per observation")
         if not observations:
             return []
+        if self.rollout == "cached":
+            return self._act_cached(observations, histories, greedy)
         rows = [self._encode_prompt(o, h) for o, h in zip(observations, histories, strict=True)]
         batch = _collate(rows, [[] for _ in rows], self.pad_id, left=True)
         width = batch["input_ids"].shape[1]
@@ -146,18 +185,64 @@ class LMPolicy(nn.Module):
         decisions = [Decision(o, tuple(h), t) for o, h, t in zip(observations, histories, texts, strict=True)]
         with torch.no_grad():
             log_probs, mask, _ = self._score(decisions, rows, entropy=False)
-        outputs = []
-        for i, (text, ids) in enumerate(zip(texts, sampled, strict=True)):
-            n = int(mask[i].sum())
-            tokens = log_probs[i, :n]
-            parsed = parse_model_output(text)
-            outputs.append(PolicyOutput(
-                text=text, action=parsed.action, log_prob=float(tokens.sum()),
-                info={"num_tokens": n, "token_log_probs": [float(v) for v in tokens],
-                      "sampled_canonical": ids == self._response_ids(text)[:-1],
-                      "parse_error": parsed.error},
-            ))
+        scored = [[float(v) for v in log_probs[i, :int(mask[i].sum())]] for i in range(len(decisions))]
+        return [self._output(text, scores, ids == self._response_ids(text)[:-1])
+                for text, scores, ids in zip(texts, scored, sampled, strict=True)]
+
+    def _act_cached(self, observations: Sequence[Observation], histories: Sequence[Sequence[Step]],
+                    greedy: bool) -> list[PolicyOutput]:
+        """``act`` through :mod:`admire.agent.lm_rollout`. A row whose sampled answer ids are the canonical
+        tokenization of its text keeps the sampling steps' log-probs (those of the same weights), with the end
+        token's log-prob after the answer, whichever stop was drawn or where the cap cut it; a row sampled in
+        another spelling is re-scored."""
+        rows = [self._encode_prompt(o, h) for o, h in zip(observations, histories, strict=True)]
+        prompts = [row["input_ids"][0].tolist() for row in rows]
+        network = self._network()
+        copied = self._low_precision is not None and not self._in_reference
+        with torch.no_grad():
+            if copied:
+                assert self._low_precision is not None
+                sampler = self._low_precision.refreshed(network)
+                prefix, shared = self._prefix(sampler, prompts, self._low_precision.prefix)
+            else:
+                sampler = network
+                prefix, shared = self._prefix(network, prompts)
+            samples = sample(sampler, prefix, [p[shared:] for p in prompts], self._sampling(greedy),
+                             self._generator(greedy))
+        texts, scored, canonical, rescore = [], [], [], []
+        for i, drawn in enumerate(samples):
+            answer = drawn.ids[:-1] if drawn.stopped else drawn.ids
+            text = self.tokenizer.decode(answer, skip_special_tokens=True)
+            wanted = self._response_ids(text)
+            texts.append(text)
+            canonical.append(answer == wanted[:-1])
+            if canonical[-1] and not copied:
+                scored.append([*drawn.log_probs[:len(answer)], drawn.end_log_prob])
+            else:
+                scored.append([])
+                rescore.append(i)
+        if rescore:
+            decisions = [Decision(observations[i], tuple(histories[i]), texts[i]) for i in rescore]
+            with torch.no_grad():
+                log_probs, mask, _ = self._score(decisions, [rows[i] for i in rescore], entropy=False)
+            for j, i in enumerate(rescore):
+                scored[i] = [float(v) for v in log_probs[j, :int(mask[j].sum())]]
+        outputs = [self._output(t, s, c) for t, s, c in zip(texts, scored, canonical, strict=True)]
+        if copied:  # how far the sampler's log-probs were from the trained weights', per token
+            for output, drawn, exact in zip(outputs, samples, canonical, strict=True):
+                if exact:
+                    gaps = [abs(a - b) for a, b in zip(output.info["token_log_probs"],
+                                                       [*drawn.log_probs[:output.info["num_tokens"] - 1],
+                                                        drawn.end_log_prob], strict=True)]
+                    output.info["sampler_drift"] = sum(gaps) / len(gaps)
         return outputs
+
+    @staticmethod
+    def _output(text: str, token_log_probs: list[float], canonical: bool) -> PolicyOutput:
+        parsed = parse_model_output(text)
+        return PolicyOutput(text=text, action=parsed.action, log_prob=float(sum(token_log_probs)),
+                            info={"num_tokens": len(token_log_probs), "token_log_probs": token_log_probs,
+                                  "sampled_canonical": canonical, "parse_error": parsed.error})
 
     def log_prob(self, decisions: Sequence[Decision]) -> torch.Tensor:
         """The sum of each response's token log-probs, shape ``[N]`` (differentiable)."""
@@ -191,17 +276,21 @@ class LMPolicy(nn.Module):
         """Within this block the policy computes the reference model's outputs: LoRA switched off, or the
         frozen copy made at construction (``keep_reference=True``)."""
         if self.lora is not None:
-            with self.model.disable_adapter():
-                yield
+            self._in_reference = True
+            try:
+                with self.model.disable_adapter():
+                    yield
+            finally:
+                self._in_reference = False
             return
         if self._reference_copy is None:
             raise ValueError("this lm policy has no reference model: pass lora={...} (the reference is the base "
                              "model) or keep_reference=True (a frozen copy, twice the memory)")
-        self._use_reference = True
+        self._use_reference = self._in_reference = True
         try:
             yield
         finally:
-            self._use_reference = False
+            self._use_reference = self._in_reference = False
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         """What the optimizer should update: the adapter with LoRA, every weight without."""
@@ -334,34 +423,65 @@ class LMPolicy(nn.Module):
 
     def _score(self, decisions: Sequence[Decision], rows: list[dict[str, torch.Tensor]] | None,
                entropy: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """One right-padded forward over prompt + response; the head applied only at response positions."""
+        """One right-padded forward over prompt + response, the head applied only at response positions.
+        With the cached rollout the system turn is computed once for the whole batch (gradient included)."""
         if not decisions:
             empty = torch.zeros(0, 0, device=self.device)
             return empty, empty, (empty if entropy else None)
         if rows is None:
             rows = [self._encode_prompt(d.observation, d.history) for d in decisions]
         responses = [self._response_ids(d.text) for d in decisions]
-        batch = _to(_collate(rows, responses, self.pad_id, left=False), self.device, self.dtype)
         network = self._network()
         longest = max(len(r) for r in responses)
-        starts = torch.tensor([row["input_ids"].shape[1] - 1 for row in rows], device=self.device)
         offsets = torch.arange(longest, device=self.device)
         mask = (offsets[None, :] < torch.tensor([len(r) for r in responses], device=self.device)[:, None]).float()
-        positions = (starts[:, None] + offsets[None, :]).clamp(max=batch["input_ids"].shape[1] - 1)
-        if self._head_on_hidden:  # the vocabulary-wide head only where a response token is predicted
-            out = network(**batch, output_hidden_states=True, logits_to_keep=1, use_cache=False)
-            hidden = out.hidden_states[-1]
-            picked = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
-            logits = network.get_output_embeddings()(picked)
-        else:  # a model whose logits are more than the head of the last hidden state (e.g. soft-capped)
-            full = network(**batch, use_cache=False).logits
-            logits = full.gather(1, positions[..., None].expand(-1, -1, full.shape[-1]))
+        prompts = [row["input_ids"][0].tolist() for row in rows]
+        prefix, shared = self._prefix(network, prompts) if self.rollout == "cached" else ([], 0)
+        if shared:
+            hidden = score_hidden(network, prefix, [p[shared:] + r for p, r in zip(prompts, responses, strict=True)],
+                                  self.pad_id)
+            logits = _pick(hidden, [len(p) - shared - 1 for p in prompts], offsets, network.get_output_embeddings())
+        else:
+            batch = _to(_collate(rows, responses, self.pad_id, left=False), self.device, self.dtype)
+            starts = [len(p) - 1 for p in prompts]
+            if self._head_on_hidden:  # the vocabulary-wide head only where a response token is predicted
+                hidden = body(network)(**batch, use_cache=False).last_hidden_state
+                logits = _pick(hidden, starts, offsets, network.get_output_embeddings())
+            else:  # a model whose logits are more than the head of the last hidden state (e.g. soft-capped)
+                logits = _pick(network(**batch, use_cache=False).logits, starts, offsets, None)
         logits = logits.float() / float(self.options["temperature"])
         all_log_probs = torch.log_softmax(logits, dim=-1)
         targets = torch.tensor([r + [self.pad_id] * (longest - len(r)) for r in responses], device=self.device)
         log_probs = all_log_probs.gather(-1, targets[..., None]).squeeze(-1) * mask
         ent = -(all_log_probs.exp() * all_log_probs).sum(-1) * mask if entropy else None
         return log_probs, mask, ent
+
+    def _prefix(self, network: nn.Module, prompts: Sequence[Sequence[int]], cache: PrefixCache | None = None
+                ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
+        """The system turn's keys and values and its length, or ([], 0) when some prompt does not start with
+        it (a chat template that renders the system turn differently inside a conversation)."""
+        if self._system_ids is None:
+            rendered = self.tokenizer.apply_chat_template([{"role": "system", "content": system_prompt()}],
+                                                          tokenize=False)
+            self._system_ids = self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
+        shared = shared_prefix(prompts, self._system_ids)
+        if not shared:
+            return [], 0
+        cache = self._prefix_cache if cache is None else cache
+        return cache.get(network, self._system_ids, mode=self._in_reference), shared
+
+    def _sampling(self, greedy: bool) -> SamplingSettings:
+        return SamplingSettings(max_new_tokens=int(self.options["max_new_tokens"]),
+                                temperature=float(self.options["temperature"]), top_p=float(self.options["top_p"]),
+                                greedy=greedy, stop_ids=tuple(self.stop_ids), pad_id=self.pad_id,
+                                end_id=self.end_id)
+
+    def _generator(self, greedy: bool) -> torch.Generator | None:
+        """A generator seeded from the policy's own sampler (one draw per sampled batch, as with generate)."""
+        if greedy:
+            return None
+        seed = int(torch.randint(0, 2**62, (1,), generator=self._sampler))
+        return torch.Generator(device=self.device).manual_seed(seed)
 
     def _generation_config(self, greedy: bool) -> Any:
         from transformers import GenerationConfig
@@ -440,6 +560,30 @@ def _dtype(name: str, device: torch.device) -> torch.dtype:
     if name not in _DTYPES:
         raise ValueError(f"dtype must be auto or one of {', '.join(_DTYPES)}, got {name!r}")
     return _DTYPES[name]
+
+
+def _rollout(value: Any, vision_language: bool) -> str:
+    if value not in ROLLOUTS:
+        raise ValueError(f"rollout must be one of {', '.join(ROLLOUTS)}, got {value!r}")
+    if value == "auto":
+        return "generate" if vision_language else "cached"
+    if value == "cached" and vision_language:
+        raise ValueError("rollout='cached' is for text models; a vision-language prompt holds image tokens: use "
+                         "rollout='generate' (or 'auto')")
+    return str(value)
+
+
+def _sampler_dtype(value: Any, dtype: torch.dtype, device: torch.device, rollout: str) -> torch.dtype:
+    """The cached rollout's sampling precision: ``auto`` picks bfloat16 for a float32 model on a CPU with
+    native bfloat16 arithmetic, else the model's own dtype (then no copy is made)."""
+    if value == "auto":
+        native = device.type == "cpu" and dtype == torch.float32 and cpu_multiplies_bfloat16()
+        return torch.bfloat16 if native and rollout == "cached" else dtype
+    if value not in _DTYPES:
+        raise ValueError(f"sampler_dtype must be auto or one of {', '.join(_DTYPES)}, got {value!r}")
+    if _DTYPES[value] != dtype and rollout != "cached":
+        raise ValueError(f"sampler_dtype={value} needs rollout='cached' (generate samples with the model itself)")
+    return _DTYPES[value]
 
 
 def _screenshots(value: Any, vision_language: bool) -> bool:
@@ -534,6 +678,14 @@ def _collate(rows: Sequence[dict[str, torch.Tensor]], responses: Sequence[list[i
         if key not in sequence_keys:  # pixels and image grids: only the rows that have an image
             batch[key] = torch.cat([row[key] for row in rows if key in row])
     return batch
+
+
+def _pick(states: torch.Tensor, starts: Sequence[int], offsets: torch.Tensor, head: nn.Module | None) -> torch.Tensor:
+    """``states[i, starts[i] + k]`` for every answer offset ``k`` (clamped to the row), through ``head``."""
+    begin = torch.tensor(list(starts), device=states.device)
+    positions = (begin[:, None] + offsets[None, :]).clamp(max=states.shape[1] - 1)
+    picked = states.gather(1, positions[..., None].expand(-1, -1, states.shape[-1]))
+    return head(picked) if head is not None else picked
 
 
 def _to(batch: Mapping[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -1,0 +1,387 @@
+"""Fast sampling and scoring for the ``lm`` policy on a CPU: one shared prefix, a key/value cache, no waste.
+
+Why this exists instead of ``model.generate`` plus a scoring forward (the measurements are in
+docs/lm-policy.md): on two CPU cores, a batch of eight GUI prompts spends its time in four places that
+``generate`` cannot avoid and that this module does:
+
+* **The same system turn, prefilled again for every row and every step.** 473 of a 576-token prompt are
+  the fixed system turn (the action list and the answer format). Its keys and values are computed once per
+  version of the weights (:class:`PrefixCache`) and shared by every row; identical prompts in a batch (the
+  first screen of a GRPO group) are prefilled once.
+* **Grouped-query attention copying the whole cache.** transformers' SDPA path repeats the key/value heads
+  to the query heads on a CPU whenever there is a padding mask: for SmolLM2 (9 query, 3 key/value heads)
+  that copies the cache three times per layer and decode step, two thirds of a step's time.
+  :func:`grouped_attention` folds the query heads into their groups instead and copies nothing; it is
+  registered as a transformers attention implementation, so the model's own code calls it.
+* **A cache that is concatenated on every step.** :class:`PreallocatedLayer` writes each step's keys
+  and values into a buffer sized for the whole answer.
+* **A second forward to score what was sampled.** The sampling step already holds
+  ``softmax(logits / temperature)`` over the trained weights; when the sampled ids are the canonical
+  tokenization of the decoded text (the usual case), those are the log-probs PPO needs and no re-scoring
+  forward runs. Rows that are not canonical are re-scored by the caller.
+
+* **Decoding in float32 when the CPU multiplies bfloat16 natively.** A decode step multiplies eight rows
+  by every weight; in float32 that runs at a fraction of memory speed, in bfloat16 (AVX-512 BF16, AMX)
+  about twice as fast, and a prefill several times faster. :class:`LowPrecisionCopy` keeps a bfloat16 copy
+  of the trained weights (LoRA merged in), refreshed when they change, to sample with; the samples are then
+  re-scored in the policy's own precision over the shared prefix, and the per-token gap between the two
+  log-probs (the sampler's drift) is reported, so PPO's old log-probs stay those of the trained weights.
+
+With the policy's own weights (no copy) everything computes in the policy's dtype, so the log-probs are
+those of a plain forward of the same weights up to float rounding (a test checks it). Text-only models; a
+vision-language prompt puts image tokens inside the user turn and uses ``generate``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+GROUPED_ATTENTION = "admire_grouped_sdpa"
+"""The name under which :func:`grouped_attention` is registered with transformers."""
+
+
+# -------------------------------------------------------------------------------------------------
+# Attention without copying the key/value heads
+# -------------------------------------------------------------------------------------------------
+
+def grouped_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                      is_causal: bool | None = None, **_: Any) -> tuple[torch.Tensor, None]:
+    """SDPA for grouped-query attention that never repeats the key/value heads.
+
+    ``query`` is ``[B, H, q, d]`` and ``key``/``value`` ``[B, K, L, d]`` with ``H = K * G``; query head
+    ``h`` reads key/value head ``h // G`` (transformers' ``repeat_kv`` order). The ``G`` query heads of a
+    group become ``G * q`` query rows of one head, so each key/value head is read once, in place. With a
+    mask, the mask's ``q`` rows repeat for every group member; without one (a causal prefill), torch's own
+    ``enable_gqa`` does the work, since folded rows would break the causal pattern.
+    """
+    batch, heads, length, dim = query.shape
+    groups = heads // key.shape[1]
+    if attention_mask is None and length > 1:
+        causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout, scale=scaling, is_causal=bool(causal), enable_gqa=groups > 1)
+        return out.transpose(1, 2).contiguous(), None
+    folded = query.reshape(batch, key.shape[1], groups * length, dim)
+    mask = attention_mask[:, :, :, : key.shape[-2]] if attention_mask is not None else None
+    if mask is not None and groups > 1:
+        mask = mask.repeat(1, 1, groups, 1)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, dropout_p=dropout,
+                                                           scale=scaling)
+    return out.reshape(batch, heads, length, dim).transpose(1, 2).contiguous(), None
+
+
+def use_grouped_attention(network: nn.Module) -> bool:
+    """Register :func:`grouped_attention` with transformers and switch ``network`` to it; False (and nothing
+    changed) for a model that does not take a pluggable attention function."""
+    AttentionInterface.register(GROUPED_ATTENTION, grouped_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(GROUPED_ATTENTION, sdpa_mask)
+    if not getattr(network, "_can_set_attn_implementation", lambda: False)():
+        return False
+    network.set_attn_implementation(GROUPED_ATTENTION)
+    return network.config._attn_implementation == GROUPED_ATTENTION
+
+
+# -------------------------------------------------------------------------------------------------
+# The shared prefix
+# -------------------------------------------------------------------------------------------------
+
+def weights_version(module: nn.Module) -> tuple[int, ...]:
+    """Changes whenever a parameter is written in place (an optimizer step, ``load_state_dict``): the sum
+    of the parameters' version counters, and their identities (a replaced parameter is a new tensor)."""
+    total = 0
+    identity = 0
+    for parameter in module.parameters():
+        total += parameter._version
+        identity = hash((identity, id(parameter)))
+    return total, identity
+
+
+class PrefixCache:
+    """The keys and values of one token prefix (the fixed system turn), kept while the weights that
+    computed them are unchanged. ``get`` recomputes when the ids, the weights' version or ``mode`` (e.g.
+    the reference model) differ from the cached ones; under autograd it always computes afresh, so the
+    gradient flows through the prefix too."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def get(self, network: nn.Module, ids: Sequence[int], mode: Any = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        key = (tuple(ids), weights_version(network), mode)
+        if torch.is_grad_enabled():
+            return _prefill(network, ids)
+        if key != self._key:
+            self._layers, self._key = _prefill(network, ids), key
+        return self._layers
+
+    def clear(self) -> None:
+        self._key, self._layers = None, []
+
+
+def _prefill(network: nn.Module, ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    device = next(network.parameters()).device
+    out = body(network)(input_ids=torch.tensor([list(ids)], device=device), use_cache=True)
+    return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+
+
+def body(network: nn.Module) -> nn.Module:
+    """The transformer without its output head (``LlamaModel`` inside ``LlamaForCausalLM``)."""
+    return getattr(network, network.base_model_prefix)
+
+
+def shared_prefix(rows: Sequence[Sequence[int]], prefix: Sequence[int]) -> int:
+    """``len(prefix)`` when every row starts with it and is longer, else 0 (no sharing)."""
+    n = len(prefix)
+    if n and all(len(row) > n and list(row[:n]) == list(prefix) for row in rows):
+        return n
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------
+# A low-precision copy to sample with
+# -------------------------------------------------------------------------------------------------
+
+def cpu_multiplies_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU has native bfloat16 arithmetic (AVX-512 BF16 or AMX); False where unknown."""
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+class LowPrecisionCopy:
+    """A plain copy of the model in ``dtype`` that samples in its place: every weight is the trained one
+    (a LoRA adapter's delta merged in, unless the adapter is switched off), cast. ``refreshed`` rewrites it
+    when the trained weights' version has changed since the last call. It is built from the model before
+    any adapter is attached, so it holds no adapter layers of its own."""
+
+    def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+        self.network = copy.deepcopy(model).to(dtype).requires_grad_(False).eval()
+        self.prefix = PrefixCache()
+        self._version: tuple[int, ...] | None = None
+
+    def refreshed(self, trained: nn.Module) -> nn.Module:
+        version = weights_version(trained)
+        if version != self._version:
+            with torch.no_grad():
+                sources = dict(trained.named_modules())
+                for name, module in self.network.named_modules():
+                    for key, target in module.named_parameters(recurse=False):
+                        target.copy_(_effective(sources[name], key))
+            self.prefix.clear()
+            self._version = version
+        return self.network
+
+
+def _effective(module: nn.Module, key: str) -> torch.Tensor:
+    """A parameter as the module computes with it: a PEFT LoRA layer's base weight plus its active
+    adapters' deltas (none while adapters are disabled); any other module's own parameter."""
+    base = getattr(module, "base_layer", None)
+    if base is None:
+        return getattr(module, key)
+    value = getattr(base, key)
+    if key == "weight" and not getattr(module, "disable_adapters", False):
+        for adapter in getattr(module, "active_adapters", []):
+            if adapter in getattr(module, "lora_A", {}):
+                value = value + module.get_delta_weight(adapter)
+    return value
+
+
+# -------------------------------------------------------------------------------------------------
+# A cache written in place
+# -------------------------------------------------------------------------------------------------
+
+def _preallocated_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int, capacity: int) -> DynamicCache:
+    cache = DynamicCache()
+    cache.layers = [PreallocatedLayer(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1), capacity)
+                    for k, v in layers]
+    return cache
+
+
+class PreallocatedLayer(DynamicLayer):
+    """A cache layer whose keys and values live in a buffer sized for the whole answer: a decode step
+    writes one column in place instead of concatenating the cache (no gradient: sampling only)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+        super().__init__()
+        shape = (keys.shape[0], keys.shape[1], capacity, keys.shape[3])
+        self._keys, self._values = keys.new_empty(shape), values.new_empty(shape)
+        self._length = keys.shape[2]
+        self._keys[:, :, : self._length] = keys
+        self._values[:, :, : self._length] = values
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self._keys[:, :, : self._length]
+        self.values = self._values[:, :, : self._length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        end = self._length + key_states.shape[2]
+        if end > self._keys.shape[2]:
+            raise RuntimeError(f"the key/value buffer holds {self._keys.shape[2]} positions; {end} were asked for")
+        self._keys[:, :, self._length:end] = key_states
+        self._values[:, :, self._length:end] = value_states
+        self._length = end
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self._length
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._keys, self._values = self._keys[indices], self._values[indices]
+        self._views()
+
+
+# -------------------------------------------------------------------------------------------------
+# Sampling
+# -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sampled:
+    """One row's answer: the sampled ids (the stop token last when one was sampled), each id's log-prob
+    under ``softmax(logits / temperature)`` of the weights that sampled it, whether it stopped, and the
+    log-prob of the end token right after the answer's last non-stop token: the canonical tokenization
+    always ends with that token, whichever stop was sampled or when the answer was cut at the cap."""
+
+    ids: list[int]
+    log_probs: list[float]
+    stopped: bool
+    end_log_prob: float
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    greedy: bool
+    stop_ids: tuple[int, ...]
+    pad_id: int
+    end_id: int
+
+
+def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], prompts: Sequence[Sequence[int]],
+           settings: SamplingSettings, generator: torch.Generator | None) -> list[Sampled]:
+    """Sample one answer per prompt in one batch: identical prompts prefilled once, the prefix's keys and
+    values shared, finished rows dropped from the batch. ``prompts`` are the ids after the prefix. A row cut
+    at ``max_new_tokens`` costs one forward step more, for its end token's log-prob."""
+    if not prompts:
+        return []
+    device = next(network.parameters()).device
+    unique = list(dict.fromkeys(tuple(p) for p in prompts))
+    row_of = [unique.index(tuple(p)) for p in prompts]
+    width = max(len(p) for p in unique)
+    prefix_len = prefix[0][0].shape[2] if prefix else 0
+    capacity = prefix_len + width + settings.max_new_tokens + 1
+    ids = torch.tensor([[settings.pad_id] * (width - len(p)) + list(p) for p in unique], device=device)
+    mask = torch.tensor([[1] * prefix_len + [0] * (width - len(p)) + [1] * len(p) for p in unique], device=device)
+    positions = torch.tensor([[0] * (width - len(p)) + list(range(prefix_len, prefix_len + len(p))) for p in unique],
+                             device=device)
+    cache = _preallocated_cache(prefix, len(unique), capacity) if prefix else _empty_cache(network, len(unique),
+                                                                                             capacity)
+    with torch.no_grad():
+        out = network(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                      use_cache=True, logits_to_keep=1)
+        index = torch.tensor(row_of, device=device)
+        cache.batch_select_indices(index)
+        logits, mask = out.logits[index, -1], mask[index]
+        next_position = positions[index, -1] + 1
+        live = list(range(len(prompts)))
+        chosen: list[list[int]] = [[] for _ in prompts]
+        scores: list[list[float]] = [[] for _ in prompts]
+        stopped = [False] * len(prompts)
+        end_scores = [0.0] * len(prompts)
+        stops = torch.tensor(settings.stop_ids, device=device)
+        for step in range(settings.max_new_tokens + 1):
+            log_probs = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
+            if step == settings.max_new_tokens:  # the rows cut at the cap: their end token's log-prob
+                for slot, row in enumerate(live):
+                    end_scores[row] = float(log_probs[slot, settings.end_id])
+                break
+            tokens = _choose(log_probs, settings, generator)
+            picked = log_probs.gather(1, tokens[:, None])[:, 0]
+            done = torch.isin(tokens, stops)
+            for slot, row in enumerate(live):
+                chosen[row].append(int(tokens[slot]))
+                scores[row].append(float(picked[slot]))
+                if done[slot]:
+                    stopped[row], end_scores[row] = True, float(log_probs[slot, settings.end_id])
+            if bool(done.all()):
+                break
+            if bool(done.any()):
+                keep = (~done).nonzero()[:, 0]
+                live = [live[int(i)] for i in keep]
+                cache.batch_select_indices(keep)
+                tokens, mask, next_position = tokens[keep], mask[keep], next_position[keep]
+            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+            out = network(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
+                          past_key_values=cache, use_cache=True)
+            logits = out.logits[:, -1]
+            next_position = next_position + 1
+    return [Sampled(*row) for row in zip(chosen, scores, stopped, end_scores, strict=True)]
+
+
+def _empty_cache(network: nn.Module, rows: int, capacity: int) -> DynamicCache:
+    """No shared prefix: a cache that starts empty (a zero-length prefix of the right shape)."""
+    config = network.config.get_text_config(decoder=True)
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    parameter = next(network.parameters())
+    empty = parameter.new_zeros(1, heads, 0, dim)
+    return _preallocated_cache([(empty, empty)] * config.num_hidden_layers, rows, capacity)
+
+
+def _choose(log_probs: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None) -> torch.Tensor:
+    """Greedy: the most likely token. Otherwise a draw from ``softmax(logits / T)`` cut to the smallest set
+    of tokens whose probability reaches ``top_p`` (the log-prob reported stays the uncut one). The draw is
+    an inverse-CDF lookup of one uniform number per row: ``torch.multinomial`` draws an exponential per
+    vocabulary entry, a tenth of a decode step here."""
+    if settings.greedy:
+        return log_probs.argmax(dim=-1)
+    probs = log_probs.exp()
+    order = None
+    if settings.top_p < 1.0:
+        probs, order = probs.sort(dim=-1, descending=True)
+        probs = probs.masked_fill(probs.cumsum(dim=-1) - probs >= settings.top_p, 0.0)
+    cumulative = probs.cumsum(dim=-1)
+    uniform = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device, dtype=cumulative.dtype)
+    picked = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True).clamp(max=probs.shape[1] - 1)
+    return (picked if order is None else order.gather(1, picked))[:, 0]
+
+
+# -------------------------------------------------------------------------------------------------
+# Scoring over a shared prefix
+# -------------------------------------------------------------------------------------------------
+
+def score_hidden(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
+                 rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+    """The last hidden states ``[N, W, hidden]`` of ``rows`` (ids after the prefix, right-padded to ``W``)
+    on top of the shared prefix's keys and values; differentiable when autograd is on (the prefix's
+    gradient is the sum over rows, as if each row had computed it)."""
+    device = next(network.parameters()).device
+    width = max(len(r) for r in rows)
+    prefix_len = prefix[0][0].shape[2]
+    ids = torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], device=device)
+    mask = torch.tensor([[1] * (prefix_len + len(r)) + [0] * (width - len(r)) for r in rows], device=device)
+    positions = torch.arange(prefix_len, prefix_len + width, device=device).expand(len(rows), -1)
+    n = len(rows)
+    cache = DynamicCache(ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix])
+    out = body(network)(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                         use_cache=True)
+    return out.last_hidden_state

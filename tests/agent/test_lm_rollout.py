@@ -1,0 +1,157 @@
+"""The lm policy's cached rollout (admire.agent.lm_rollout) on the tiny prepared Qwen2: its log-probs are a
+plain forward's, its prefix follows the weights, the scorer's gradient is the unshared one, the bfloat16
+sampler is re-scored, and the pieces (grouped attention, top-p draw) do what they say."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from admire.agent.base import Decision
+from admire.agent.lm_policy import LMPolicy
+from admire.agent.lm_rollout import SamplingSettings, _choose, cpu_multiplies_bfloat16, grouped_attention
+from admire.types import Observation, UIElement
+from tests.support.models import tiny_qwen2_5_vl_dir, tiny_qwen2_dir  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # inside peft
+
+SCREENS = [
+    Observation(goal=f'Log in as "{name}".', ui_elements=(
+        UIElement(hint_text="Username", class_name="input_text", is_editable=True),
+        UIElement(text="Login", class_name="button", is_clickable=True)))
+    for name in ("ann", "bob", "carmen", "ann")  # the last repeats the first: one prefill for both
+]
+TOKENS = 10
+
+
+def plain_token_log_probs(policy: LMPolicy, observation: Observation, text: str) -> list[float]:
+    """What a plain forward of the whole prompt + answer gives, without any of the rollout's machinery."""
+    prompt = policy._encode_prompt(observation, ())["input_ids"][0].tolist()
+    answer = policy._response_ids(text)
+    network = policy._network()
+    with torch.no_grad():
+        logits = network(input_ids=torch.tensor([prompt + answer]), use_cache=False).logits[0].float()
+    log_probs = torch.log_softmax(logits / float(policy.options["temperature"]), dim=-1)
+    return [float(log_probs[len(prompt) - 1 + k, token]) for k, token in enumerate(answer)]
+
+
+@pytest.fixture(scope="module")
+def exact_policy(tiny_qwen2_dir) -> LMPolicy:  # noqa: F811
+    torch.set_num_threads(1)
+    return LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype="float32", lora={"r": 4})
+
+
+def test_the_cached_rollout_is_the_default_for_text_models_and_generate_for_vision_language(
+        tiny_qwen2_dir, tiny_qwen2_5_vl_dir):  # noqa: F811
+    assert LMPolicy(path=str(tiny_qwen2_dir)).rollout == "cached"
+    assert LMPolicy(path=str(tiny_qwen2_5_vl_dir)).rollout == "generate"
+    with pytest.raises(ValueError, match="rollout='cached' is for text models"):
+        LMPolicy(path=str(tiny_qwen2_5_vl_dir), rollout="cached")
+    with pytest.raises(ValueError, match="rollout must be one of auto, cached, generate"):
+        LMPolicy(path=str(tiny_qwen2_dir), rollout="fast")
+    with pytest.raises(ValueError, match="sampler_dtype=bfloat16 needs rollout='cached'"):
+        LMPolicy(path=str(tiny_qwen2_dir), rollout="generate", sampler_dtype="bfloat16")
+
+
+def test_sampled_log_probs_are_a_plain_forwards_of_the_same_weights(exact_policy):
+    # The random tiny model runs to the cap: the end token's log-prob comes from one step more.
+    outputs = exact_policy.act(SCREENS, [[] for _ in SCREENS])
+    assert any(o.info["sampled_canonical"] for o in outputs)
+    for observation, output in zip(SCREENS, outputs, strict=True):
+        plain = plain_token_log_probs(exact_policy, observation, output.text)
+        assert output.info["num_tokens"] == len(plain)
+        assert output.info["token_log_probs"] == pytest.approx(plain, abs=2e-4)
+        assert output.log_prob == pytest.approx(sum(plain), abs=2e-3)
+
+
+def test_identical_prompts_in_a_batch_still_draw_their_own_answers(exact_policy):
+    outputs = exact_policy.act([SCREENS[0]] * 4, [[]] * 4)
+    assert len({o.text for o in outputs}) > 1
+
+
+def test_the_shared_prefix_follows_an_optimizer_step(tiny_qwen2_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype="float32", lora={"r": 4})
+    policy.act(SCREENS[:1], [[]])  # fills the prefix cache with the untrained weights
+    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=1.0)
+    decisions = [Decision(SCREENS[0], (), "Reason: x\nAction: {}")]
+    (-policy.log_prob(decisions).sum()).backward()
+    optimizer.step()
+    output = policy.act(SCREENS[:1], [[]])[0]
+    assert output.info["token_log_probs"] == pytest.approx(plain_token_log_probs(policy, SCREENS[0], output.text),
+                                                           abs=2e-4)
+    with policy.reference():  # the adapter switched off: another prefix, and the base model's numbers
+        reference = policy.token_log_probs(decisions)[0]
+        assert reference[0, 0] == pytest.approx(plain_token_log_probs(policy, SCREENS[0], decisions[0].text)[0],
+                                                abs=2e-4)
+    assert not torch.allclose(reference, policy.token_log_probs(decisions)[0].detach())
+
+
+def test_the_shared_prefix_scorer_gives_the_unshared_gradient(tiny_qwen2_dir):  # noqa: F811
+    decisions = [Decision(s, (), f"Reason: step {i}\nAction: {{}}") for i, s in enumerate(SCREENS)]
+    gradients, adapter = {}, None
+    for rollout in ("cached", "generate"):
+        policy = LMPolicy(path=str(tiny_qwen2_dir), rollout=rollout, lora={"r": 4}, sampler_dtype="float32")
+        if adapter is None:
+            adapter = policy.state_dict()
+        policy.load_state_dict(adapter)  # the same (randomly initialised) adapter in both
+        log_probs, mask = policy.token_log_probs(decisions)
+        ((log_probs * mask).sum() / mask.sum()).backward()
+        gradients[rollout] = torch.cat([p.grad.flatten() for p in policy.trainable_parameters()])
+    assert gradients["cached"].abs().sum() > 0
+    assert torch.allclose(gradients["cached"], gradients["generate"], atol=1e-5, rtol=1e-3)
+
+
+def test_a_bfloat16_sampler_is_rescored_in_the_policys_precision_and_reports_its_drift(tiny_qwen2_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype="bfloat16", lora={"r": 4})
+    outputs = policy.act(SCREENS, [[] for _ in SCREENS])
+    drifts = [o.info["sampler_drift"] for o in outputs if o.info["sampled_canonical"]]
+    assert drifts and all(d >= 0 for d in drifts) and max(drifts) > 0  # bfloat16 is not float32
+    for observation, output in zip(SCREENS, outputs, strict=True):
+        assert output.info["token_log_probs"] == pytest.approx(
+            plain_token_log_probs(policy, observation, output.text), abs=2e-4)
+
+
+def test_auto_picks_bfloat16_only_where_the_cpu_multiplies_it(tiny_qwen2_dir, tmp_path):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir))
+    assert (policy._low_precision is not None) == cpu_multiplies_bfloat16()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags : fpu avx2 avx512f\n")
+    assert not cpu_multiplies_bfloat16(cpuinfo)
+    cpuinfo.write_text("flags : fpu avx512f avx512_bf16\n")
+    assert cpu_multiplies_bfloat16(cpuinfo)
+    assert not cpu_multiplies_bfloat16(tmp_path / "missing")
+
+
+def test_sampling_is_reproducible_from_the_seed(tiny_qwen2_dir):  # noqa: F811
+    texts = [[o.text for o in LMPolicy(path=str(tiny_qwen2_dir), seed=3, max_new_tokens=TOKENS).act(SCREENS, [[]] * 4)]
+             for _ in range(2)]
+    assert texts[0] == texts[1]
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_grouped_attention_equals_attention_over_repeated_heads(masked):
+    torch.manual_seed(0)
+    query, key, value = torch.randn(2, 6, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    mask = torch.ones(2, 1, 5, 5, dtype=torch.bool).tril()
+    mask[1, :, :, 0] = False
+    mask[1, :, 0, 0] = True  # a padded row still sees itself
+    module = torch.nn.Module()
+    module.is_causal = True
+    out, _ = grouped_attention(module, query, key, value, mask if masked else None, scaling=0.3)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key.repeat_interleave(3, dim=1), value.repeat_interleave(3, dim=1),
+        attn_mask=mask if masked else None, is_causal=not masked, scale=0.3).transpose(1, 2)
+    assert torch.allclose(out, expected, atol=1e-5)
+
+
+def test_a_top_p_draw_stays_inside_the_nucleus_and_follows_the_probabilities():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).repeat(4000, 1)
+    settings = SamplingSettings(max_new_tokens=1, temperature=1.0, top_p=0.75, greedy=False, stop_ids=(0,),
+                                pad_id=0, end_id=0)
+    drawn = _choose(probs.log(), settings, torch.Generator().manual_seed(0))
+    counts = torch.bincount(drawn, minlength=4).float() / len(drawn)
+    assert counts[2:].sum() == 0  # 0.5 + 0.3 reach 0.75: tokens 2 and 3 are cut
+    assert counts[0] == pytest.approx(0.5 / 0.8, abs=0.03)
+    full = _choose(probs.log(), SamplingSettings(1, 1.0, 1.0, False, (0,), 0, 0), torch.Generator().manual_seed(1))
+    assert torch.bincount(full, minlength=4).float().div(len(full)).tolist() == pytest.approx([0.5, 0.3, 0.15, 0.05],
+                                                                                             abs=0.03)
