@@ -106,6 +106,7 @@ def test_a_bfloat16_sampler_is_rescored_in_the_policys_precision_and_reports_its
     outputs = policy.act(SCREENS, [[] for _ in SCREENS])
     drifts = [o.info["sampler_drift"] for o in outputs if o.info["sampled_canonical"]]
     assert drifts and all(d >= 0 for d in drifts) and max(drifts) > 0  # bfloat16 is not float32
+    assert max(drifts) < 0.05  # but the same model: its rotary frequencies and weights are the trained ones
     for observation, output in zip(SCREENS, outputs, strict=True):
         assert output.info["token_log_probs"] == pytest.approx(
             plain_token_log_probs(policy, observation, output.text), abs=2e-4)

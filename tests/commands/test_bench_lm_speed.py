@@ -14,13 +14,14 @@ import pytest
 from admire.benchmarks import lm_speed
 from tests.support.models import tiny_qwen2_dir  # noqa: F401
 
-BATCH_FIELDS = ("seconds_per_act", "seconds_per_env_step", "answer_tokens_per_act", "tokens_per_second",
-                "seconds_per_ppo_sample")
-HEADER = ("model", "batch", "s/act", "s/env step", "answer tok", "tokens/s", "s/PPO sample", "peak MiB")
+BATCH_FIELDS = ("seconds_per_act", "seconds_per_env_step", "env_steps_per_second", "answer_tokens_per_act",
+                "tokens_per_second", "prefill_tokens_per_second", "seconds_per_ppo_sample")
+HEADER = ("model", "path", "batch", "s/act", "env steps/s", "answer tok", "tokens/s", "prefill tok/s",
+          "s/PPO sample", "MiB act", "MiB PPO", "of bound")
 
 
-def test_quick_run_prints_and_writes_every_number(tiny_qwen2_dir: Path, tmp_path: Path,  # noqa: F811
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_quick_run_prints_and_writes_every_number_for_both_paths(tiny_qwen2_dir: Path, tmp_path: Path,  # noqa: F811
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "lm.json"
     # The session's prepared model is reused (DIR/NAME layout), so nothing is written into it.
     assert lm_speed.main(["--quick", "--model-dir", str(tiny_qwen2_dir.parent), "--json", str(out)]) == 0
@@ -29,28 +30,32 @@ def test_quick_run_prints_and_writes_every_number(tiny_qwen2_dir: Path, tmp_path
     header = next(line for line in printed.splitlines() if line.startswith("model "))
     assert all(column in header for column in HEADER)
     rows = [line.split() for line in printed.splitlines() if line.startswith("tiny-qwen2 ")]
-    assert [row[1] for row in rows] == ["1", "4"]
+    assert [(row[1], row[2]) for row in rows] == [("generate", "1"), ("generate", "4"), ("cached", "1"),
+                                                  ("cached", "4")]
     for row in rows:
-        assert len(row) == len(HEADER) and all(float(cell) > 0 for cell in row[2:])
-    assert "peak MiB after: load" in printed and "absolute numbers: this machine" in printed
-    assert "tiny-qwen2: batch 4 vs 1" in printed
+        assert len(row) == len(HEADER) and all(float(cell) > 0 for cell in row[3:])
+    assert "absolute numbers: this machine" in printed and "largest log-prob gap to a plain forward" in printed
+    assert "tiny-qwen2, batch 4: cached vs generate" in printed
 
     record = json.loads(out.read_text())
     assert record["settings"]["models"] == ["tiny-qwen2"] and record["settings"]["max_new_tokens"] == 8
-    result = record["models"]["tiny-qwen2"]
-    assert set(result["batches"]) == {"1", "4"}
-    for numbers in result["batches"].values():
-        assert all(numbers[field] > 0 for field in BATCH_FIELDS)
-        assert numbers["answer_tokens_per_act"] <= 8 + 1  # the cap, plus the end token every answer is scored with
-    one, four = result["batches"]["1"], result["batches"]["4"]
-    assert four["seconds_per_env_step"] == pytest.approx(four["seconds_per_act"] / 4)
-    assert one["seconds_per_env_step"] == pytest.approx(one["seconds_per_act"])
-    phases = [result["peak_rss_mib_after_load"], one["peak_rss_mib_after_act"], one["peak_rss_mib_after_ppo"],
-              four["peak_rss_mib_after_act"], four["peak_rss_mib_after_ppo"], result["peak_rss_mib"]]
-    assert phases[0] > 0 and phases == sorted(phases)  # a peak, read after each phase in the order they ran
-    assert 0 < result["trainable_parameters"] < result["parameters"]  # LoRA r 8: the adapter only
-    assert result["prompt_tokens"] > 100 and result["screenshot"] is False
-    assert all(v > 0 for v in record["ratios"]["tiny-qwen2: batch 4 vs 1"].values())
+    assert record["machine"]["bandwidth_gbs"] > 0
+    for rollout, result in record["models"]["tiny-qwen2"].items():
+        assert result["rollout"] == rollout and set(result["batches"]) == {"1", "4"}
+        for numbers in result["batches"].values():
+            assert all(numbers[field] > 0 for field in BATCH_FIELDS)
+            assert numbers["max_log_prob_gap_to_plain_forward"] < 1e-3  # both paths report the weights' own numbers
+        one, four = result["batches"]["1"], result["batches"]["4"]
+        assert four["seconds_per_env_step"] == pytest.approx(four["seconds_per_act"] / 4)
+        assert four["env_steps_per_second"] == pytest.approx(1 / four["seconds_per_env_step"])
+        phases = [result["peak_rss_mib_after_load"], one["peak_rss_mib_after_act"], one["peak_rss_mib_after_ppo"],
+                  four["peak_rss_mib_after_act"], four["peak_rss_mib_after_ppo"], result["peak_rss_mib"]]
+        assert phases[0] > 0 and phases == sorted(phases)  # a peak, read after each phase in the order they ran
+        assert 0 < result["trainable_parameters"] < result["parameters"]  # LoRA r 8: the adapter only
+        assert result["prompt_tokens"] > 100 and result["screenshot"] is False
+        assert result["decode_weight_bytes"] > 0
+    assert record["models"]["tiny-qwen2"]["generate"]["sampler_dtype"] == "float32"
+    assert all(v > 0 for v in record["ratios"]["tiny-qwen2, batch 4: cached vs generate"].values())
     assert record["skipped"] == {} and record["failed"] == {}
 
 
@@ -84,18 +89,19 @@ def test_peak_memory_is_the_resident_peak_of_the_process() -> None:
     assert before > 0 and after - before > 150
 
 
-def test_ratios_compare_batch_sizes_and_models_to_the_first() -> None:
-    def result(act1: float, act4: float, ppo1: float, ppo4: float, peak: float) -> dict:
-        def batch(size: int, act: float, ppo: float) -> dict:
-            return {"seconds_per_env_step": act / size, "tokens_per_second": 10 * size / act,
-                    "seconds_per_ppo_sample": ppo}
-        return {"batches": {"1": batch(1, act1, ppo1), "4": batch(4, act4, ppo4)}, "peak_rss_mib": peak}
+def test_ratios_are_the_cached_paths_numbers_over_generates_per_model_and_batch() -> None:
+    def path(act: float, ppo: float, peak: float) -> dict:
+        row = {"env_steps_per_second": 8 / act, "tokens_per_second": 80 / act, "prefill_tokens_per_second": 100 / act,
+               "seconds_per_ppo_sample": ppo, "peak_rss_mib_after_act": peak, "peak_rss_mib_after_ppo": 2 * peak}
+        return {"batches": {"8": row}}
 
-    table = lm_speed.ratios({"a": result(1.0, 2.0, 0.5, 0.25, 100.0), "b": result(4.0, 4.0, 2.0, 2.0, 300.0)})
-    assert table["a: batch 4 vs 1"] == pytest.approx(
-        {"tokens_per_second": 2.0, "env_steps_per_second": 2.0, "ppo_samples_per_second": 2.0})
-    assert table["b vs a, batch 1"] == pytest.approx(
-        {"tokens_per_second": 0.25, "env_steps_per_second": 0.25, "ppo_samples_per_second": 0.25})
-    assert table["b vs a, batch 4"]["env_steps_per_second"] == pytest.approx(0.5)
-    assert table["b vs a, peak memory"] == {"peak_rss": pytest.approx(3.0)}
-    assert "a vs b, batch 1" not in table
+    table = lm_speed.ratios({"m": {"generate": path(40.0, 8.0, 1000.0), "cached": path(10.0, 2.0, 500.0)},
+                             "vl": {"generate": path(1.0, 1.0, 1.0)}})
+    assert table == {"m, batch 8: cached vs generate": pytest.approx({
+        "env_steps_per_second": 4.0, "tokens_per_second": 4.0, "prefill_tokens_per_second": 4.0,
+        "ppo_samples_per_second": 4.0, "peak_rss_act": 0.5, "peak_rss_ppo": 0.5})}
+
+
+def test_the_bound_share_is_the_decoding_bound_over_the_measured_time() -> None:
+    result = {"decode_weight_bytes": 1e9, "batches": {"8": {"answer_tokens_per_act": 10.0, "seconds_per_act": 4.0}}}
+    assert lm_speed.bound_share(result, "8", bandwidth_gbs=10.0) == pytest.approx(0.25)  # 10 steps x 0.1 s / 4 s

@@ -24,11 +24,12 @@ Why it is shaped this way:
   ``local_files_only``.
 * **Rollouts at the machine's speed.** With ``rollout="cached"`` (the default for text models) ``act``
   samples through :mod:`admire.agent.lm_rollout`: the fixed system turn's keys and values computed once per
-  weights version, grouped-query attention that copies nothing, a cache written in place, and the sampling
-  step's own log-probs kept when the sampled ids are canonical (otherwise that row is re-scored). Scoring
-  shares the system turn across the batch too, gradient included. ``rollout="generate"`` is transformers'
-  ``generate`` followed by one scoring forward, kept for comparison and for vision-language models, whose
-  prompts hold image tokens.
+  weights version, grouped-query attention that copies nothing, a cache written in place, a bfloat16 draft
+  verified by one forward of the trained weights on CPUs that multiply bfloat16, and the trained weights'
+  log-probs from sampling or verifying kept when the sampled ids are canonical (otherwise that row is
+  re-scored). Scoring shares the system turn across the batch too, gradient included.
+  ``rollout="generate"`` is transformers' ``generate`` followed by one scoring forward, kept for comparison
+  and for vision-language models, whose prompts hold image tokens.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from admire.agent.lm_rollout import (  # noqa: E402
     body,
     cpu_multiplies_bfloat16,
     sample,
+    sample_and_verify,
     score_hidden,
     shared_prefix,
     use_grouped_attention,
@@ -191,24 +193,26 @@ class LMPolicy(nn.Module):
 
     def _act_cached(self, observations: Sequence[Observation], histories: Sequence[Sequence[Step]],
                     greedy: bool) -> list[PolicyOutput]:
-        """``act`` through :mod:`admire.agent.lm_rollout`. A row whose sampled answer ids are the canonical
-        tokenization of its text keeps the sampling steps' log-probs (those of the same weights), with the end
-        token's log-prob after the answer, whichever stop was drawn or where the cap cut it; a row sampled in
-        another spelling is re-scored."""
+        """``act`` through :mod:`admire.agent.lm_rollout`. Sampling drafts with the low-precision copy where
+        there is one (greedy decoding and the reference model use the weights themselves). A row whose answer
+        ids are the canonical tokenization of its text keeps the log-probs the trained weights gave them while
+        sampling or verifying, with the end token's after the answer (whichever stop was drawn, or where the
+        cap cut it); a row sampled in another spelling is re-scored."""
         rows = [self._encode_prompt(o, h) for o, h in zip(observations, histories, strict=True)]
         prompts = [row["input_ids"][0].tolist() for row in rows]
         network = self._network()
-        copied = self._low_precision is not None and not self._in_reference
+        drafting = self._low_precision is not None and not self._in_reference and not greedy
+        exact: list[list[float]] | None = None
         with torch.no_grad():
-            if copied:
+            prefix, shared = self._prefix(network, prompts)
+            suffixes = [p[shared:] for p in prompts]
+            if drafting:
                 assert self._low_precision is not None
-                sampler = self._low_precision.refreshed(network)
-                prefix, shared = self._prefix(sampler, prompts, self._low_precision.prefix)
+                draft = self._low_precision.refreshed(network)
+                exact, samples = sample_and_verify(network, draft, prefix, suffixes, self._sampling(greedy),
+                                                   self._generator(greedy))
             else:
-                sampler = network
-                prefix, shared = self._prefix(network, prompts)
-            samples = sample(sampler, prefix, [p[shared:] for p in prompts], self._sampling(greedy),
-                             self._generator(greedy))
+                samples = sample(network, prefix, suffixes, self._sampling(greedy), self._generator(greedy))
         texts, scored, canonical, rescore = [], [], [], []
         for i, drawn in enumerate(samples):
             answer = drawn.ids[:-1] if drawn.stopped else drawn.ids
@@ -216,8 +220,8 @@ class LMPolicy(nn.Module):
             wanted = self._response_ids(text)
             texts.append(text)
             canonical.append(answer == wanted[:-1])
-            if canonical[-1] and not copied:
-                scored.append([*drawn.log_probs[:len(answer)], drawn.end_log_prob])
+            if canonical[-1]:
+                scored.append(exact[i] if exact is not None else [*drawn.log_probs[:len(answer)], drawn.end_log_prob])
             else:
                 scored.append([])
                 rescore.append(i)
@@ -228,12 +232,12 @@ class LMPolicy(nn.Module):
             for j, i in enumerate(rescore):
                 scored[i] = [float(v) for v in log_probs[j, :int(mask[j].sum())]]
         outputs = [self._output(t, s, c) for t, s, c in zip(texts, scored, canonical, strict=True)]
-        if copied:  # how far the sampler's log-probs were from the trained weights', per token
-            for output, drawn, exact in zip(outputs, samples, canonical, strict=True):
-                if exact:
-                    gaps = [abs(a - b) for a, b in zip(output.info["token_log_probs"],
-                                                       [*drawn.log_probs[:output.info["num_tokens"] - 1],
-                                                        drawn.end_log_prob], strict=True)]
+        if drafting:  # how far the draft's log-probs were from the trained weights', per token
+            for output, drawn, exact_row in zip(outputs, samples, canonical, strict=True):
+                if exact_row:
+                    n = output.info["num_tokens"]
+                    drafted = [*drawn.log_probs[:n - 1], drawn.end_log_prob]
+                    gaps = [abs(a - b) for a, b in zip(output.info["token_log_probs"], drafted, strict=True)]
                     output.info["sampler_drift"] = sum(gaps) / len(gaps)
         return outputs
 
@@ -456,7 +460,7 @@ class LMPolicy(nn.Module):
         ent = -(all_log_probs.exp() * all_log_probs).sum(-1) * mask if entropy else None
         return log_probs, mask, ent
 
-    def _prefix(self, network: nn.Module, prompts: Sequence[Sequence[int]], cache: PrefixCache | None = None
+    def _prefix(self, network: nn.Module, prompts: Sequence[Sequence[int]]
                 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
         """The system turn's keys and values and its length, or ([], 0) when some prompt does not start with
         it (a chat template that renders the system turn differently inside a conversation)."""
@@ -467,8 +471,7 @@ class LMPolicy(nn.Module):
         shared = shared_prefix(prompts, self._system_ids)
         if not shared:
             return [], 0
-        cache = self._prefix_cache if cache is None else cache
-        return cache.get(network, self._system_ids, mode=self._in_reference), shared
+        return self._prefix_cache.get(network, self._system_ids, mode=self._in_reference), shared
 
     def _sampling(self, greedy: bool) -> SamplingSettings:
         return SamplingSettings(max_new_tokens=int(self.options["max_new_tokens"]),

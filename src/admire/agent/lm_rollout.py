@@ -22,10 +22,11 @@ docs/lm-policy.md): on two CPU cores, a batch of eight GUI prompts spends its ti
 
 * **Decoding in float32 when the CPU multiplies bfloat16 natively.** A decode step multiplies eight rows
   by every weight; in float32 that runs at a fraction of memory speed, in bfloat16 (AVX-512 BF16, AMX)
-  about twice as fast, and a prefill several times faster. :class:`LowPrecisionCopy` keeps a bfloat16 copy
-  of the trained weights (LoRA merged in), refreshed when they change, to sample with; the samples are then
-  re-scored in the policy's own precision over the shared prefix, and the per-token gap between the two
-  log-probs (the sampler's drift) is reported, so PPO's old log-probs stay those of the trained weights.
+  about twice as fast. :class:`LowPrecisionCopy` keeps a bfloat16 copy of the trained weights (LoRA merged
+  in), refreshed when they change, to draft the answers with (:func:`sample_and_verify`): the prompts are
+  prefilled in the policy's precision, the copy decodes from that cache, and one forward of the trained
+  weights over the drafted answers gives their log-probs; the per-token gap between the two (the
+  sampler's drift) is reported, and PPO's old log-probs stay those of the trained weights.
 
 With the policy's own weights (no copy) everything computes in the policy's dtype, so the log-probs are
 those of a plain forward of the same weights up to float rounding (a test checks it). Text-only models; a
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.utils.checkpoint
 from torch import nn
 from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
@@ -169,8 +171,7 @@ class LowPrecisionCopy:
 
     def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
         self.dtype = dtype
-        self.network = copy.deepcopy(model).to(dtype).requires_grad_(False).eval()
-        self.prefix = PrefixCache()
+        self.network = _empty_like(model, dtype)
         self._version: tuple[int, ...] | None = None
 
     def refreshed(self, trained: nn.Module) -> nn.Module:
@@ -181,9 +182,23 @@ class LowPrecisionCopy:
                 for name, module in self.network.named_modules():
                     for key, target in module.named_parameters(recurse=False):
                         target.copy_(_effective(sources[name], key))
-            self.prefix.clear()
             self._version = version
         return self.network
+
+
+def _empty_like(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """The model's architecture with uninitialised ``dtype`` weights (no float32 copy on the way: built on
+    the meta device, then given storage), its tied weights tied again and its buffers (rotary frequencies)
+    copied as they are; ``refreshed`` fills the weights."""
+    with torch.device("meta"):
+        clone = copy.deepcopy(model)
+    clone = clone.to_empty(device=next(model.parameters()).device).to(dtype)
+    if hasattr(clone, "tie_weights"):
+        clone.tie_weights()
+    for name, buffer in model.named_buffers():
+        owner, _, key = name.rpartition(".")
+        clone.get_submodule(owner)._buffers[key] = buffer.detach().clone()
+    return clone.requires_grad_(False).eval()
 
 
 def _effective(module: nn.Module, key: str) -> torch.Tensor:
@@ -276,6 +291,17 @@ class SamplingSettings:
     end_id: int
 
 
+@dataclass
+class _Prompted:
+    """A batch after its prompts' prefill: the cache (one row per prompt, room for the answers), the next
+    token's logits, the attention mask so far and each row's next position."""
+
+    cache: DynamicCache
+    logits: torch.Tensor
+    mask: torch.Tensor
+    next_position: torch.Tensor
+
+
 def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], prompts: Sequence[Sequence[int]],
            settings: SamplingSettings, generator: torch.Generator | None) -> list[Sampled]:
     """Sample one answer per prompt in one batch: identical prompts prefilled once, the prefix's keys and
@@ -283,6 +309,38 @@ def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], 
     at ``max_new_tokens`` costs one forward step more, for its end token's log-prob."""
     if not prompts:
         return []
+    with torch.no_grad():
+        return _decode(network, _prefill_prompts(network, prefix, prompts, settings), settings, generator)
+
+
+def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
+                      prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                      generator: torch.Generator | None) -> tuple[list[list[float]], list[Sampled]]:
+    """Draft the answers with ``draft`` (a lower-precision copy of ``exact``), score them with ``exact``.
+
+    The prompts are prefilled once, by ``exact``; the draft decodes from that cache cast to its dtype and
+    from the exact first-token distribution; then one ``exact`` forward over every answer, on the same
+    prompt cache, gives each row's log-probs of its answer (stop token excluded) followed by the end
+    token: the canonical tokens whenever the answer's ids are its text's tokenization. Returns those
+    log-probs and the draft's samples (for the drift between the two)."""
+    if not prompts:
+        return [], []
+    with torch.no_grad():
+        state = _prefill_prompts(exact, prefix, prompts, settings)
+        dtype = next(draft.parameters()).dtype
+        capacity = state.cache.layers[0]._keys.shape[2]
+        drafted_state = _Prompted(_preallocated_cache([(layer.keys.to(dtype), layer.values.to(dtype))
+                                                       for layer in state.cache.layers], len(prompts), capacity),
+                                  state.logits, state.mask, state.next_position)
+        drafted = _decode(draft, drafted_state, settings, generator)
+        answers = [d.ids[:-1] if d.stopped else d.ids for d in drafted]
+        return _score_answers(exact, state, answers, settings), drafted
+
+
+def _prefill_prompts(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
+                     prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> _Prompted:
+    """Prefill each distinct prompt once (left-padded after the shared prefix), then one cache row per
+    prompt, with room for ``max_new_tokens`` + 1 more positions."""
     device = next(network.parameters()).device
     unique = list(dict.fromkeys(tuple(p) for p in prompts))
     row_of = [unique.index(tuple(p)) for p in prompts]
@@ -295,46 +353,77 @@ def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], 
                              device=device)
     cache = _preallocated_cache(prefix, len(unique), capacity) if prefix else _empty_cache(network, len(unique),
                                                                                              capacity)
-    with torch.no_grad():
-        out = network(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                      use_cache=True, logits_to_keep=1)
-        index = torch.tensor(row_of, device=device)
-        cache.batch_select_indices(index)
-        logits, mask = out.logits[index, -1], mask[index]
-        next_position = positions[index, -1] + 1
-        live = list(range(len(prompts)))
-        chosen: list[list[int]] = [[] for _ in prompts]
-        scores: list[list[float]] = [[] for _ in prompts]
-        stopped = [False] * len(prompts)
-        end_scores = [0.0] * len(prompts)
-        stops = torch.tensor(settings.stop_ids, device=device)
-        for step in range(settings.max_new_tokens + 1):
-            log_probs = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
-            if step == settings.max_new_tokens:  # the rows cut at the cap: their end token's log-prob
-                for slot, row in enumerate(live):
-                    end_scores[row] = float(log_probs[slot, settings.end_id])
-                break
-            tokens = _choose(log_probs, settings, generator)
-            picked = log_probs.gather(1, tokens[:, None])[:, 0]
-            done = torch.isin(tokens, stops)
+    out = network(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+                  logits_to_keep=1)
+    index = torch.tensor(row_of, device=device)
+    cache.batch_select_indices(index)
+    return _Prompted(cache, out.logits[index, -1], mask[index], positions[index, -1] + 1)
+
+
+def _decode(network: nn.Module, state: _Prompted, settings: SamplingSettings,
+            generator: torch.Generator | None) -> list[Sampled]:
+    """The sampling loop from a prefilled batch; the state's cache is written to and shrunk as rows stop."""
+    device = state.logits.device
+    logits, mask, next_position = state.logits, state.mask, state.next_position
+    rows = logits.shape[0]
+    live = list(range(rows))
+    chosen: list[list[int]] = [[] for _ in range(rows)]
+    scores: list[list[float]] = [[] for _ in range(rows)]
+    stopped = [False] * rows
+    end_scores = [0.0] * rows
+    stops = torch.tensor(settings.stop_ids, device=device)
+    for step in range(settings.max_new_tokens + 1):
+        log_probs = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
+        if step == settings.max_new_tokens:  # the rows cut at the cap: their end token's log-prob
             for slot, row in enumerate(live):
-                chosen[row].append(int(tokens[slot]))
-                scores[row].append(float(picked[slot]))
-                if done[slot]:
-                    stopped[row], end_scores[row] = True, float(log_probs[slot, settings.end_id])
-            if bool(done.all()):
-                break
-            if bool(done.any()):
-                keep = (~done).nonzero()[:, 0]
-                live = [live[int(i)] for i in keep]
-                cache.batch_select_indices(keep)
-                tokens, mask, next_position = tokens[keep], mask[keep], next_position[keep]
-            mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-            out = network(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                          past_key_values=cache, use_cache=True)
-            logits = out.logits[:, -1]
-            next_position = next_position + 1
+                end_scores[row] = float(log_probs[slot, settings.end_id])
+            break
+        tokens = _choose(log_probs, settings, generator)
+        picked = log_probs.gather(1, tokens[:, None])[:, 0]
+        done = torch.isin(tokens, stops)
+        for slot, row in enumerate(live):
+            chosen[row].append(int(tokens[slot]))
+            scores[row].append(float(picked[slot]))
+            if done[slot]:
+                stopped[row], end_scores[row] = True, float(log_probs[slot, settings.end_id])
+        if bool(done.all()):
+            break
+        if bool(done.any()):
+            keep = (~done).nonzero()[:, 0]
+            live = [live[int(i)] for i in keep]
+            state.cache.batch_select_indices(keep)
+            tokens, mask, next_position = tokens[keep], mask[keep], next_position[keep]
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
+        out = network(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
+                      past_key_values=state.cache, use_cache=True)
+        logits = out.logits[:, -1]
+        next_position = next_position + 1
     return [Sampled(*row) for row in zip(chosen, scores, stopped, end_scores, strict=True)]
+
+
+def _score_answers(network: nn.Module, state: _Prompted, answers: Sequence[Sequence[int]],
+                   settings: SamplingSettings) -> list[list[float]]:
+    """Each row's log-probs of ``answer + [end]`` under ``network``, from one forward of the answers
+    (right-padded) on the prompt cache; the first token's distribution is the prefill's."""
+    first = torch.log_softmax(state.logits.float() / settings.temperature, dim=-1)
+    width = max(len(a) for a in answers)
+    later = None
+    if width:
+        device = first.device
+        ids = torch.tensor([list(a) + [settings.pad_id] * (width - len(a)) for a in answers], device=device)
+        filled = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], device=device)
+        positions = state.next_position[:, None] + torch.arange(width, device=device)[None, :]
+        out = network(input_ids=ids, attention_mask=torch.cat([state.mask, filled], dim=1), position_ids=positions,
+                      past_key_values=state.cache, use_cache=True)
+        later = torch.log_softmax(out.logits.float() / settings.temperature, dim=-1)
+    scored = []
+    for row, answer in enumerate(answers):
+        tokens = [*answer, settings.end_id]
+        values = [float(first[row, tokens[0]])]
+        if later is not None and len(tokens) > 1:
+            values += later[row, torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].tolist()
+        scored.append(values)
+    return scored
 
 
 def _empty_cache(network: nn.Module, rows: int, capacity: int) -> DynamicCache:
@@ -370,10 +459,15 @@ def _choose(log_probs: torch.Tensor, settings: SamplingSettings, generator: torc
 # -------------------------------------------------------------------------------------------------
 
 def score_hidden(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
-                 rows: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
+                 rows: Sequence[Sequence[int]], pad_id: int, checkpoint_layers: bool = True) -> torch.Tensor:
     """The last hidden states ``[N, W, hidden]`` of ``rows`` (ids after the prefix, right-padded to ``W``)
     on top of the shared prefix's keys and values; differentiable when autograd is on (the prefix's
-    gradient is the sum over rows, as if each row had computed it)."""
+    gradient is the sum over rows, as if each row had computed it).
+
+    Under autograd, ``checkpoint_layers`` keeps only each decoder layer's input and recomputes the layer
+    in the backward pass: a minibatch of eight 200-token answers otherwise holds several GiB of
+    activations. transformers' own gradient checkpointing drops the cache, so it cannot share a prefix;
+    here the prefix enters through :class:`FixedPrefixLayer`, which a recomputed layer can read again."""
     device = next(network.parameters()).device
     width = max(len(r) for r in rows)
     prefix_len = prefix[0][0].shape[2]
@@ -381,7 +475,39 @@ def score_hidden(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tens
     mask = torch.tensor([[1] * (prefix_len + len(r)) + [0] * (width - len(r)) for r in rows], device=device)
     positions = torch.arange(prefix_len, prefix_len + width, device=device).expand(len(rows), -1)
     n = len(rows)
-    cache = DynamicCache(ddp_cache_data=[(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix])
-    out = body(network)(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                         use_cache=True)
+    cache = DynamicCache()
+    cache.layers = [FixedPrefixLayer(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix]
+    model = body(network)
+    layers = getattr(model, "layers", None)
+    if not (checkpoint_layers and torch.is_grad_enabled() and isinstance(layers, nn.ModuleList)):
+        layers = nn.ModuleList()
+    originals = [layer.forward for layer in layers]
+    try:
+        for layer, forward in zip(layers, originals, strict=True):
+            layer.forward = _checkpointed(forward)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                    use_cache=True)
+    finally:
+        for layer, forward in zip(layers, originals, strict=True):
+            layer.forward = forward
     return out.last_hidden_state
+
+
+def _checkpointed(forward: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+    return run
+
+
+class FixedPrefixLayer(DynamicLayer):
+    """A cache layer for one scoring forward: it returns the prefix's keys and values followed by the
+    layer's own, and keeps nothing, so a layer recomputed in the backward pass sees the same inputs."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        super().__init__()
+        self.keys, self.values = keys, values
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)

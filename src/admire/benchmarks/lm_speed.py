@@ -1,26 +1,35 @@
-"""Speed and memory of the ``lm`` policy: seconds per act and per env step, answer tokens/s, seconds per
-PPO sample and peak memory, for each prepared model at batch 1 and 4.
+"""Speed and memory of the ``lm`` policy's two rollout paths, side by side on the same prompts and weights.
 
 What a training epoch costs with a language-model policy is mostly these numbers: rollouts are ``act``
-calls (sampling, then the canonical re-scoring forward), the update is ``token_log_probs`` forward +
-backward over minibatches of the answers. Each model is measured in its own child process, so the peak
-resident memory printed is that model's alone (``/proc/self/status`` ``VmHWM``: torch allocates outside
-Python's allocator, so ``tracemalloc`` misses it, and ``psutil`` has no peak figure on Linux).
+calls, the update is ``token_log_probs`` forward + backward over minibatches of the answers. Each (model,
+path) pair is measured in its own child process, so the peak resident memory printed is that pair's alone
+(``/proc/self/status`` ``VmHWM``: torch allocates outside Python's allocator, so ``tracemalloc`` misses
+it, and ``psutil`` has no peak figure on Linux).
 
-The screen is a fixed MiniWoB-style login page built in code (no browser; a 160×210 screenshot for a
-vision-language model), sampled at temperature 1 with a fixed ``max_new_tokens`` — the tiny models have
-random weights and write until that cap, a pretrained one may stop earlier, so tokens/s is the number to
-compare between models. A PPO sample is one forward + backward of the act's own answers as one minibatch
-(token-mean loss, LoRA adapter trainable unless ``--lora 0``), divided by the batch size.
+The paths: ``generate`` (transformers' ``generate``, then one scoring forward of prompt + answer: what the
+policy did before the cached rollout, and what a plain implementation does) and ``cached`` (the policy's
+default for text models, :mod:`admire.agent.lm_rollout`). The batch's screens are MiniWoB-style login
+pages built in code, each with another user name (no browser; distinct prompts, so no prefill is shared
+beyond the system turn), sampled at temperature 1 with every answer running to ``max_new_tokens`` (no
+token stops it), so both paths write the same number of tokens.
 
-Absolute times are this machine's, under whatever else runs on it; the ratios (batch 4 against batch 1
-within a model, each model against the first) are the numbers to carry elsewhere.
+Per path and batch size: seconds per act and env steps per second (act ÷ batch), answer tokens per
+second, prefill tokens per second (the batch's prompt tokens over an act capped at one answer token),
+seconds per PPO sample (the act's answers as one minibatch, forward + backward, ÷ batch), peak memory
+after acting and after the PPO step, and the share of the machine's decoding bound reached: a decode step
+reads every weight once, so ``weight bytes ÷ memory bandwidth`` (measured here, one thread reading a
+512 MiB tensor) bounds the seconds per answer token for the whole batch. For the cached path also the
+largest gap between its reported per-token log-probs and a plain forward of the same weights, and the
+bfloat16 sampler's mean drift where one is used.
+
+Absolute times are this machine's, under whatever else runs on it; the ratios (cached against generate,
+measured in the same run) are the numbers to carry elsewhere.
 
 Opt-in (``RUN_BY_DEFAULT = False``): with every model it runs for minutes and needs the ``lm`` extra, so
 ``admire bench`` alone skips it and ``admire bench lm_speed`` runs it.
 
-    admire bench lm_speed [--models tiny-qwen2 smollm2-135m] [--threads 1] [--max-new-tokens 96]
-                          [--repeats 3] [--model-dir DIR] [--json OUT] [--quick]
+    admire bench lm_speed [--models tiny-qwen2 smollm2-135m] [--batches 1 8] [--threads 1]
+                          [--max-new-tokens 96] [--repeats 1] [--model-dir DIR] [--json OUT] [--quick]
 """
 
 from __future__ import annotations
@@ -44,17 +53,23 @@ from admire.types import Observation, Screenshot, UIElement
 
 RUN_BY_DEFAULT = False
 
-DEFAULT_MODELS = ("tiny-qwen2", "tiny-qwen2.5-vl", "smollm2-135m")
-BATCHES = (1, 4)
+DEFAULT_MODELS = ("tiny-qwen2", "smollm2-135m")
+DEFAULT_BATCHES = (1, 8)
+ROLLOUTS = ("generate", "cached")
+"""The old path first: every ratio is the cached path's number over the generate path's."""
+NAMES = ("karrie", "vina", "ann", "bob", "carmen", "dmitri", "elif", "farah", "gus", "hana", "ivo", "jun")
 RESULT_MARK = "LM_SPEED_RESULT "
 """Prefix of the one stdout line where a child process hands its measurements back as JSON."""
 
-GOAL = 'Enter the username "karrie" and the password "vina" and press login.'
+def goal(row: int) -> str:
+    return f'Enter the username "{NAMES[row % len(NAMES)]}" and the password "{NAMES[(row + 5) % len(NAMES)]}" ' \
+           "and press login."
 
 
-def login_screen(with_screenshot: bool) -> Observation:
+def login_screen(with_screenshot: bool, row: int = 0) -> Observation:
     """MiniWoB++'s login-user page as the miniwob backend converts it (tags as class names, labels as hint
-    texts, CSS-pixel boxes), with a drawn 160×210 screenshot when asked (Pillow needed)."""
+    texts, CSS-pixel boxes), with a drawn 160×210 screenshot when asked (Pillow needed); ``row`` picks the
+    user name and password of the goal."""
     elements = (
         UIElement(text="Username", class_name="t", bbox=(2.0, 70.0, 54.0, 70.0)),
         UIElement(class_name="input_text", hint_text="Username", resource_id="username",
@@ -65,7 +80,7 @@ def login_screen(with_screenshot: bool) -> Observation:
         UIElement(text="Login", class_name="button", resource_id="subbtn", bbox=(2.0, 52.0, 140.0, 162.0),
                   is_clickable=True),
     )
-    return Observation(goal=GOAL, ui_elements=elements, screenshot=_screenshot() if with_screenshot else None)
+    return Observation(goal=goal(row), ui_elements=elements, screenshot=_screenshot() if with_screenshot else None)
 
 
 def _screenshot() -> Screenshot:
@@ -93,12 +108,44 @@ def peak_rss_mib() -> float:
     return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
 
 
+
+def memory_bandwidth_gbs(threads: int, mib: int = 512) -> float:
+    """Bytes per second one reads a filled ``mib``-MiB tensor at, with ``threads`` torch threads (best of
+    five). A filled tensor: an untouched ``torch.empty`` maps every page to one zero page, and reads hit the
+    cache."""
+    import torch
+
+    torch.set_num_threads(threads)
+    block = torch.ones(mib * (1 << 20) // 4)
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        float(block.sum())
+        best = min(best, time.perf_counter() - started)
+    return block.numel() * 4 / best / 1e9
+
+
 # --------------------------------------------------------------------------------------------------
-# The child: one model, every batch size
+# The child: one model, one path, every batch size
 # --------------------------------------------------------------------------------------------------
 
-def measure(path: Path, *, threads: int, max_new_tokens: int, repeats: int, lora: int) -> dict[str, Any]:
-    """Load the policy from ``path`` and time act and the PPO forward + backward at each batch size."""
+def plain_forward_log_probs(policy: Any, observation: Observation, text: str) -> list[float]:
+    """The per-token log-probs of ``text`` from one plain forward of prompt + answer (no cache, no prefix,
+    nothing of the rollout's): what the reported log-probs must equal."""
+    import torch
+
+    prompt = policy._encode_prompt(observation, ())["input_ids"][0].tolist()
+    answer = policy._response_ids(text)
+    with torch.no_grad():
+        logits = policy._network()(input_ids=torch.tensor([prompt + answer]), use_cache=False).logits[0].float()
+    log_probs = torch.log_softmax(logits / float(policy.options["temperature"]), dim=-1)
+    return [float(log_probs[len(prompt) - 1 + k, token]) for k, token in enumerate(answer)]
+
+
+def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repeats: int, lora: int,
+            batches: Sequence[int]) -> dict[str, Any]:
+    """Load the policy from ``path`` with ``rollout`` and time act, prefill and the PPO forward + backward
+    at each batch size."""
     import torch
     from transformers.utils import logging as transformers_logging
 
@@ -109,12 +156,15 @@ def measure(path: Path, *, threads: int, max_new_tokens: int, repeats: int, lora
     from admire.agent.lm_policy import LMPolicy
 
     started = time.perf_counter()
-    policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora={"r": lora} if lora else None)
+    policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora={"r": lora} if lora else None,
+                      rollout=rollout)
     load_s = time.perf_counter() - started
     after_load = peak_rss_mib()
-    observation = login_screen(policy.screenshots)
-    prompt_tokens = int(policy._encode_prompt(observation, [])["input_ids"].shape[1])  # what act feeds the model
+    screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
+    prompt_tokens = [int(policy._encode_prompt(o, [])["input_ids"].shape[1]) for o in screens]
     parameters = policy.trainable_parameters()
+    sampler = policy._low_precision.network if policy._low_precision is not None else policy._network()
+    weight_bytes = sum(p.numel() * p.element_size() for p in sampler.parameters())
 
     def ppo_step(decisions: list[Decision]) -> None:
         log_probs, mask = policy.token_log_probs(decisions)
@@ -123,55 +173,78 @@ def measure(path: Path, *, threads: int, max_new_tokens: int, repeats: int, lora
         for parameter in parameters:
             parameter.grad = None
 
-    warm = policy.act([observation], [[]])  # first calls pay one-off set-up; not counted
-    ppo_step([Decision(observation, (), warm[0].text)])
+    def timed_act(batch: int, cap: int) -> tuple[float, list[Any]]:
+        policy.options["max_new_tokens"] = cap
+        begun = time.perf_counter()
+        outputs = policy.act(screens[:batch], [[]] * batch)
+        policy.options["max_new_tokens"] = max_new_tokens
+        return time.perf_counter() - begun, outputs
 
-    batches: dict[str, dict[str, float]] = {}
-    for batch in BATCHES:
-        act_s = ppo_s = 0.0
+    # Every answer runs to the cap (no token stops it): both paths write the same number of tokens, so their
+    # times compare; an untrained model mostly runs to the cap anyway.
+    policy.stop_ids = [int(policy._network().get_output_embeddings().weight.shape[0])]  # an id never sampled
+    warm = policy.act(screens[:1], [[]])  # first calls pay one-off set-up; not counted
+    ppo_step([Decision(screens[0], (), warm[0].text)])
+
+    results: dict[str, dict[str, Any]] = {}
+    for batch in batches:
+        act_s = ppo_s = prefill_s = 0.0
         tokens = 0
         peaks: dict[str, float] = {}
+        gaps: list[float] = []
+        drifts: list[float] = []
         for _ in range(repeats):
-            started = time.perf_counter()
-            outputs = policy.act([observation] * batch, [[]] * batch)
-            act_s += time.perf_counter() - started
+            prefill_s += timed_act(batch, 1)[0]
+            seconds, outputs = timed_act(batch, max_new_tokens)
+            act_s += seconds
             peaks["act"] = peak_rss_mib()
             tokens += sum(int(out.info["num_tokens"]) for out in outputs)
-            decisions = [Decision(observation, (), out.text) for out in outputs]
+            drifts += [out.info["sampler_drift"] for out in outputs if "sampler_drift" in out.info]
+            for screen, out in zip(screens, outputs, strict=False):
+                plain = plain_forward_log_probs(policy, screen, out.text)
+                gaps.append(max(abs(a - b) for a, b in zip(out.info["token_log_probs"], plain, strict=True)))
+            decisions = [Decision(screen, (), out.text) for screen, out in zip(screens, outputs, strict=False)]
             started = time.perf_counter()
             ppo_step(decisions)
             ppo_s += time.perf_counter() - started
             peaks["ppo"] = peak_rss_mib()
-        batches[str(batch)] = {
+        results[str(batch)] = {
             "seconds_per_act": act_s / repeats,
             "seconds_per_env_step": act_s / (repeats * batch),
+            "env_steps_per_second": repeats * batch / act_s,
             "answer_tokens_per_act": tokens / (repeats * batch),
             "tokens_per_second": tokens / act_s,
+            "prefill_tokens_per_second": repeats * sum(prompt_tokens[:batch]) / prefill_s,
             "seconds_per_ppo_sample": ppo_s / (repeats * batch),
             "peak_rss_mib_after_act": peaks["act"],  # the peak only grows: these say which phase raised it
             "peak_rss_mib_after_ppo": peaks["ppo"],
+            "max_log_prob_gap_to_plain_forward": max(gaps),
+            "mean_sampler_drift": sum(drifts) / len(drifts) if drifts else None,
         }
     return {
+        "rollout": policy.rollout,
+        "sampler_dtype": str(next(sampler.parameters()).dtype).removeprefix("torch."),
         "load_seconds": load_s,
-        "prompt_tokens": prompt_tokens,
+        "prompt_tokens": sum(prompt_tokens) / len(prompt_tokens),
         "screenshot": bool(policy.screenshots),
         "parameters": sum(p.numel() for p in policy.model.parameters()),
         "trainable_parameters": sum(p.numel() for p in parameters),
+        "decode_weight_bytes": weight_bytes,
         "peak_rss_mib_after_load": after_load,
         "peak_rss_mib": peak_rss_mib(),
-        "batches": batches,
+        "batches": results,
     }
 
 
 def child_main(args: argparse.Namespace) -> int:
-    result = measure(Path(args.child), threads=args.threads, max_new_tokens=args.max_new_tokens,
-                     repeats=args.repeats, lora=args.lora)
+    result = measure(Path(args.child), rollout=args.rollout, threads=args.threads,
+                     max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora, batches=args.batches)
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 
 
 # --------------------------------------------------------------------------------------------------
-# The parent: prepare each model, run its child, print the table and the ratios
+# The parent: prepare each model, run a child per path, print the table and the ratios
 # --------------------------------------------------------------------------------------------------
 
 def model_path(name: str, root: Path) -> tuple[Path | None, str | None]:
@@ -195,11 +268,16 @@ def model_path(name: str, root: Path) -> tuple[Path | None, str | None]:
     return directory, None
 
 
-def run_child(path: Path, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
-    """Measure one model in a fresh interpreter: (result, None) or (None, why it failed)."""
-    command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path),
+def is_vision_language(path: Path) -> bool:
+    return "vision_config" in json.loads((path / "config.json").read_text())
+
+
+def run_child(path: Path, rollout: str, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+    """Measure one model and path in a fresh interpreter: (result, None) or (None, why it failed)."""
+    command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path), "--rollout", rollout,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
-               "--repeats", str(args.repeats), "--lora", str(args.lora)]
+               "--repeats", str(args.repeats), "--lora", str(args.lora),
+               "--batches", *[str(b) for b in args.batches]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": str(args.threads)}
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=False)
@@ -209,74 +287,94 @@ def run_child(path: Path, args: argparse.Namespace) -> tuple[dict[str, Any] | No
     return json.loads(lines[-1][len(RESULT_MARK):]), None
 
 
-def ratios(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Batch 4 against batch 1 within each model, and each model against the first one measured."""
+def bound_share(result: dict[str, Any], batch: str, bandwidth_gbs: float) -> float:
+    """Measured env steps/s over the decoding bound's: a batch's answer costs ``answer tokens × weight bytes
+    ÷ bandwidth`` at best (prefill and scoring ignored, so the share is below 1 even for a perfect path)."""
+    row = result["batches"][batch]
+    bound_seconds = row["answer_tokens_per_act"] * result["decode_weight_bytes"] / (bandwidth_gbs * 1e9)
+    return row["seconds_per_act"] and bound_seconds / row["seconds_per_act"]
+
+
+RATIO_FIELDS = {"env_steps_per_second": "env steps/s", "tokens_per_second": "tokens/s",
+                "prefill_tokens_per_second": "prefill tok/s", "ppo_samples_per_second": "PPO samples/s",
+                "peak_rss_act": "peak RSS act", "peak_rss_ppo": "peak RSS PPO"}
+
+
+def ratios(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
+    """For each model and batch size measured on both paths: the cached path's numbers over generate's
+    (speeds: higher is faster; memory: higher is more)."""
     out: dict[str, dict[str, float]] = {}
-    for name, result in results.items():
-        one, four = result["batches"]["1"], result["batches"]["4"]
-        out[f"{name}: batch 4 vs 1"] = {
-            "tokens_per_second": four["tokens_per_second"] / one["tokens_per_second"],
-            "env_steps_per_second": one["seconds_per_env_step"] / four["seconds_per_env_step"],
-            "ppo_samples_per_second": one["seconds_per_ppo_sample"] / four["seconds_per_ppo_sample"],
-        }
-    names = list(results)
-    for name in names[1:]:
-        base, other = results[names[0]], results[name]
-        for batch in (str(b) for b in BATCHES):
-            b, o = base["batches"][batch], other["batches"][batch]
-            out[f"{name} vs {names[0]}, batch {batch}"] = {
-                "tokens_per_second": o["tokens_per_second"] / b["tokens_per_second"],
-                "env_steps_per_second": b["seconds_per_env_step"] / o["seconds_per_env_step"],
-                "ppo_samples_per_second": b["seconds_per_ppo_sample"] / o["seconds_per_ppo_sample"],
+    for name, paths in results.items():
+        if not all(r in paths for r in ROLLOUTS):
+            continue
+        old, new = paths["generate"], paths["cached"]
+        for batch in new["batches"]:
+            if batch not in old["batches"]:
+                continue
+            o, n = old["batches"][batch], new["batches"][batch]
+            out[f"{name}, batch {batch}: cached vs generate"] = {
+                "env_steps_per_second": n["env_steps_per_second"] / o["env_steps_per_second"],
+                "tokens_per_second": n["tokens_per_second"] / o["tokens_per_second"],
+                "prefill_tokens_per_second": n["prefill_tokens_per_second"] / o["prefill_tokens_per_second"],
+                "ppo_samples_per_second": o["seconds_per_ppo_sample"] / n["seconds_per_ppo_sample"],
+                "peak_rss_act": n["peak_rss_mib_after_act"] / o["peak_rss_mib_after_act"],
+                "peak_rss_ppo": n["peak_rss_mib_after_ppo"] / o["peak_rss_mib_after_ppo"],
             }
-        out[f"{name} vs {names[0]}, peak memory"] = {"peak_rss": other["peak_rss_mib"] / base["peak_rss_mib"]}
     return out
 
 
-def print_report(results: dict[str, dict[str, Any]], skipped: dict[str, str], table: dict[str, dict[str, float]],
-                 machine: dict[str, Any], args: argparse.Namespace) -> None:
+def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[str, str],
+                 table: dict[str, dict[str, float]], machine: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"\nlm policy speed on this machine: {machine['cpus']} CPUs, load average {machine['load_before']:.2f} "
-          f"before / {machine['load_after']:.2f} after, {args.threads} torch thread(s), max_new_tokens "
-          f"{args.max_new_tokens}, {args.repeats} repeat(s), LoRA r {args.lora or 'off (full model trainable)'}")
+          f"before / {machine['load_after']:.2f} after, {args.threads} torch thread(s), memory read "
+          f"{machine['bandwidth_gbs']:.1f} GB/s, max_new_tokens {args.max_new_tokens}, {args.repeats} repeat(s), "
+          f"LoRA r {args.lora or 'off (full model trainable)'}")
     print("absolute numbers: this machine, as loaded as it was; compare the ratios below")
-    header = (f"{'model':<18}{'batch':>6}{'s/act':>9}{'s/env step':>12}{'answer tok':>12}{'tokens/s':>10}"
-              f"{'s/PPO sample':>14}{'peak MiB':>10}")
+    header = (f"{'model':<15}{'path':<10}{'batch':>6}{'s/act':>9}{'env steps/s':>13}{'answer tok':>12}"
+              f"{'tokens/s':>10}{'prefill tok/s':>15}{'s/PPO sample':>14}{'MiB act':>9}{'MiB PPO':>9}"
+              f"{'of bound':>10}")
     print(header)
-    for name, result in results.items():
-        for batch, row in result["batches"].items():
-            print(f"{name:<18}{batch:>6}{row['seconds_per_act']:>9.3f}{row['seconds_per_env_step']:>12.3f}"
-                  f"{row['answer_tokens_per_act']:>12.1f}{row['tokens_per_second']:>10.1f}"
-                  f"{row['seconds_per_ppo_sample']:>14.3f}{result['peak_rss_mib']:>10.0f}")
-    for name, result in results.items():
-        image = " with screenshot" if result["screenshot"] else ""
-        print(f"  {name}: {result['parameters'] / 1e6:.1f} M parameters ({result['trainable_parameters'] / 1e6:.2f} M "
-              f"trainable), prompt {result['prompt_tokens']} tokens{image},"
-              f" load {result['load_seconds']:.1f} s")
-        steps = ", ".join(f"act b{b} {row['peak_rss_mib_after_act']:.0f}, PPO b{b} {row['peak_rss_mib_after_ppo']:.0f}"
-                          for b, row in result["batches"].items())
-        print(f"    peak MiB after: load {result['peak_rss_mib_after_load']:.0f}, {steps}")
+    for name, paths in results.items():
+        for rollout, result in paths.items():
+            for batch, row in result["batches"].items():
+                share = bound_share(result, batch, machine["bandwidth_gbs"])
+                print(f"{name:<15}{rollout:<10}{batch:>6}{row['seconds_per_act']:>9.2f}"
+                      f"{row['env_steps_per_second']:>13.3f}{row['answer_tokens_per_act']:>12.1f}"
+                      f"{row['tokens_per_second']:>10.1f}{row['prefill_tokens_per_second']:>15.0f}"
+                      f"{row['seconds_per_ppo_sample']:>14.3f}{row['peak_rss_mib_after_act']:>9.0f}"
+                      f"{row['peak_rss_mib_after_ppo']:>9.0f}{share:>10.2f}")
+    for name, paths in results.items():
+        for rollout, result in paths.items():
+            image = " with screenshot" if result["screenshot"] else ""
+            gaps = ", ".join(f"b{b} {row['max_log_prob_gap_to_plain_forward']:.1e}"
+                             for b, row in result["batches"].items())
+            drift = [row["mean_sampler_drift"] for row in result["batches"].values()
+                     if row["mean_sampler_drift"] is not None]
+            drift_text = f"; {result['sampler_dtype']} sampler's mean drift {max(drift):.3f} per token" if drift else ""
+            print(f"  {name} {rollout}: {result['parameters'] / 1e6:.1f} M parameters "
+                  f"({result['trainable_parameters'] / 1e6:.2f} M trainable), prompt {result['prompt_tokens']:.0f} "
+                  f"tokens{image}, samples in {result['sampler_dtype']}, load {result['load_seconds']:.1f} s, peak "
+                  f"MiB after load {result['peak_rss_mib_after_load']:.0f}; largest log-prob gap to a plain forward "
+                  f"{gaps}{drift_text}")
     for name, reason in skipped.items():
         print(f"  {name}: skipped — {reason}")
     if table:
-        print(f"\n{'ratio (higher = faster / more memory)':<44}{'tokens/s':>10}{'env steps/s':>13}{'PPO samples/s':>15}"
-              f"{'peak RSS':>10}")
+        print(f"\n{'ratio, cached over generate':<40}" + "".join(f"{label:>15}" for label in RATIO_FIELDS.values()))
         for label, values in table.items():
-            cells = [values.get(k) for k in ("tokens_per_second", "env_steps_per_second", "ppo_samples_per_second",
-                                             "peak_rss")]
-            widths = (10, 13, 15, 10)
-            print(f"{label:<44}" + "".join(f"{v:>{w - 1}.2f}x" if v is not None else " " * w
-                                           for v, w in zip(cells, widths, strict=True)))
+            print(f"{label:<40}" + "".join(f"{values[k]:>14.2f}x" for k in RATIO_FIELDS))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), metavar="NAME",
-                        help=f"prepared models to measure, the first is the ratios' baseline "
-                             f"(default: {' '.join(DEFAULT_MODELS)}; `admire models list`)")
+                        help=f"prepared models to measure (default: {' '.join(DEFAULT_MODELS)}; `admire models "
+                             "list`); a vision-language model has only the generate path")
+    parser.add_argument("--batches", nargs="+", type=int, default=list(DEFAULT_BATCHES), metavar="N",
+                        help=f"batch sizes, distinct screens each (default: {' '.join(map(str, DEFAULT_BATCHES))})")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: with two threads on a shared 2-core box, 30x slower)")
     parser.add_argument("--max-new-tokens", type=int, default=96, help="answer length cap (default 96, the policy's)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed acts and PPO steps per batch size (default 3)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed acts and PPO steps per batch size (default 1)")
     parser.add_argument("--lora", type=int, default=8, metavar="R",
                         help="LoRA rank of the trainable adapter (default 8; 0: every weight trainable)")
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
@@ -284,13 +382,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "(default: a temporary folder, removed afterwards)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write every number to OUT")
     parser.add_argument("--quick", action="store_true",
-                        help="tiny-qwen2 only, 1 repeat, 8 tokens: checks the benchmark runs (seconds)")
+                        help="tiny-qwen2 only, batches 1 and 4, 8 tokens: checks the benchmark runs (seconds)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)  # internal: measure this model directory
+    parser.add_argument("--rollout", choices=ROLLOUTS, default="cached", help=argparse.SUPPRESS)  # with --child
     args = parser.parse_args(argv)
     if args.quick:
-        args.models, args.repeats, args.max_new_tokens = ["tiny-qwen2"], 1, 8
-    if args.threads < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.lora < 0:
-        parser.error("need --threads, --repeats and --max-new-tokens of at least 1 and --lora of 0 or more")
+        args.models, args.batches, args.repeats, args.max_new_tokens = ["tiny-qwen2"], [1, 4], 1, 8
+    if (args.threads < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.lora < 0
+            or min(args.batches) < 1 or max(args.batches) > len(NAMES)):
+        parser.error(f"need --threads, --repeats and --max-new-tokens of at least 1, --lora of 0 or more and "
+                     f"--batches between 1 and {len(NAMES)}")
     return args
 
 
@@ -307,8 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # prepared from installed packages; never reach for a hub
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     machine: dict[str, Any] = {"cpus": os.cpu_count(), "platform": platform.platform(),
-                               "python": platform.python_version(), "load_before": os.getloadavg()[0]}
-    results: dict[str, dict[str, Any]] = {}
+                               "python": platform.python_version(), "load_before": os.getloadavg()[0],
+                               "bandwidth_gbs": memory_bandwidth_gbs(args.threads)}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     skipped: dict[str, str] = {}
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="lm-speed-") as scratch:
@@ -320,17 +422,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 skipped[name] = reason or "not prepared"
                 print(f"  skipped: {reason}", flush=True)
                 continue
-            result, error = run_child(path, args)
-            if result is None:
-                failed[name] = error or "failed"
-                print(f"  FAILED: {error}", flush=True)
-                continue
-            results[name] = result
+            for rollout in ROLLOUTS[:1] if is_vision_language(path) else ROLLOUTS:
+                print(f"  {rollout} ...", flush=True)
+                result, error = run_child(path, rollout, args)
+                if result is None:
+                    failed[f"{name} {rollout}"] = error or "failed"
+                    print(f"  FAILED: {error}", flush=True)
+                    continue
+                results.setdefault(name, {})[rollout] = result
     machine["load_after"] = os.getloadavg()[0]
     table = ratios(results)
     print_report(results, skipped, table, machine, args)
     if args.json is not None:
-        settings = {k: getattr(args, k) for k in ("models", "threads", "max_new_tokens", "repeats", "lora", "quick")}
+        settings = {k: getattr(args, k) for k in ("models", "batches", "threads", "max_new_tokens", "repeats", "lora",
+                                                  "quick")}
         record = {"machine": machine, "settings": settings, "models": results, "ratios": table,
                   "skipped": skipped, "failed": failed}
         args.json.parent.mkdir(parents=True, exist_ok=True)
