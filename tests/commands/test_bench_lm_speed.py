@@ -48,9 +48,9 @@ def test_quick_run_prints_and_writes_every_number_for_both_paths(tiny_qwen2_dir:
         one, four = result["batches"]["1"], result["batches"]["4"]
         assert four["seconds_per_env_step"] == pytest.approx(four["seconds_per_act"] / 4)
         assert four["env_steps_per_second"] == pytest.approx(1 / four["seconds_per_env_step"])
-        phases = [result["peak_rss_mib_after_load"], one["peak_rss_mib_after_act"], one["peak_rss_mib_after_ppo"],
-                  four["peak_rss_mib_after_act"], four["peak_rss_mib_after_ppo"], result["peak_rss_mib"]]
-        assert phases[0] > 0 and phases == sorted(phases)  # a peak, read after each phase in the order they ran
+        phases = [result["peak_rss_mib_after_load"], one["peak_rss_mib_after_act"], four["peak_rss_mib_after_act"],
+                  one["peak_rss_mib_after_ppo"], four["peak_rss_mib_after_ppo"], result["peak_rss_mib"]]
+        assert phases[0] > 0 and phases == sorted(phases)  # a peak, read after each phase: every act, then PPO
         assert 0 < result["trainable_parameters"] < result["parameters"]  # LoRA r 8: the adapter only
         assert result["prompt_tokens"] > 100 and result["screenshot"] is False
         assert result["decode_weight_bytes"] > 0

@@ -36,7 +36,8 @@ vision-language prompt puts image tokens inside the user turn and uses ``generat
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,9 +133,15 @@ class PrefixCache:
 
 
 def _prefill(network: nn.Module, ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The prefix's keys and values per layer; under autograd each layer is recomputed in the backward
+    pass (see :func:`score_hidden`), its keys and values recorded by :class:`RecordingLayer`."""
     device = next(network.parameters()).device
-    out = body(network)(input_ids=torch.tensor([list(ids)], device=device), use_cache=True)
-    return [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+    model = body(network)
+    cache = DynamicCache()
+    cache.layers = [RecordingLayer() for _ in range(network.config.get_text_config(decoder=True).num_hidden_layers)]
+    with _layers_checkpointed(model, torch.is_grad_enabled()):
+        model(input_ids=torch.tensor([list(ids)], device=device), past_key_values=cache, use_cache=True)
+    return [(layer.keys, layer.values) for layer in cache.layers]
 
 
 def body(network: nn.Module) -> nn.Module:
@@ -191,8 +198,8 @@ def _empty_like(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     the meta device, then given storage), its tied weights tied again and its buffers (rotary frequencies)
     copied as they are; ``refreshed`` fills the weights."""
     with torch.device("meta"):
-        clone = copy.deepcopy(model)
-    clone = clone.to_empty(device=next(model.parameters()).device).to(dtype)
+        clone = type(model)(copy.deepcopy(model.config)).to(dtype)
+    clone = clone.to_empty(device=next(model.parameters()).device)
     if hasattr(clone, "tie_weights"):
         clone.tie_weights()
     for name, buffer in model.named_buffers():
@@ -478,19 +485,28 @@ def score_hidden(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tens
     cache = DynamicCache()
     cache.layers = [FixedPrefixLayer(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in prefix]
     model = body(network)
+    with _layers_checkpointed(model, checkpoint_layers and torch.is_grad_enabled()):
+        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                    use_cache=True)
+    return out.last_hidden_state
+
+
+@contextmanager
+def _layers_checkpointed(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Within this block each decoder layer of ``model`` (its ``layers`` list) keeps only its inputs for the
+    backward pass and runs again there (non-reentrant ``torch.utils.checkpoint``)."""
     layers = getattr(model, "layers", None)
-    if not (checkpoint_layers and torch.is_grad_enabled() and isinstance(layers, nn.ModuleList)):
-        layers = nn.ModuleList()
+    if not enabled or not isinstance(layers, nn.ModuleList):
+        yield
+        return
     originals = [layer.forward for layer in layers]
     try:
         for layer, forward in zip(layers, originals, strict=True):
             layer.forward = _checkpointed(forward)
-        out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                    use_cache=True)
+        yield
     finally:
-        for layer, forward in zip(layers, originals, strict=True):
-            layer.forward = forward
-    return out.last_hidden_state
+        for layer in layers:
+            del layer.forward  # the instance attribute: the class's forward again
 
 
 def _checkpointed(forward: Any) -> Any:
@@ -498,6 +514,21 @@ def _checkpointed(forward: Any) -> Any:
         return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
     return run
 
+
+class RecordingLayer(DynamicLayer):
+    """A cache layer for the prefix's forward: it keeps the last keys and values it was given (a layer run
+    again in the backward pass gives the same ones) and returns them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.is_initialized = True
+        self.keys = self.values = torch.zeros(0)
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys, self.values = key_states, value_states
+        self.dtype, self.device = key_states.dtype, key_states.device
+        return key_states, value_states
 
 class FixedPrefixLayer(DynamicLayer):
     """A cache layer for one scoring forward: it returns the prefix's keys and values followed by the

@@ -183,31 +183,27 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     # Every answer runs to the cap (no token stops it): both paths write the same number of tokens, so their
     # times compare; an untrained model mostly runs to the cap anyway.
     policy.stop_ids = [int(policy._network().get_output_embeddings().weight.shape[0])]  # an id never sampled
-    warm = policy.act(screens[:1], [[]])  # first calls pay one-off set-up; not counted
-    ppo_step([Decision(screens[0], (), warm[0].text)])
+    policy.act(screens[:1], [[]])  # first calls pay one-off set-up; not counted
 
+    # Acting at every batch size first, then the PPO steps: the peak read after the acts is acting's own.
     results: dict[str, dict[str, Any]] = {}
+    answers: dict[int, list[list[Any]]] = {}
     for batch in batches:
-        act_s = ppo_s = prefill_s = 0.0
+        act_s = prefill_s = 0.0
         tokens = 0
-        peaks: dict[str, float] = {}
         gaps: list[float] = []
         drifts: list[float] = []
+        answers[batch] = []
         for _ in range(repeats):
             prefill_s += timed_act(batch, 1)[0]
             seconds, outputs = timed_act(batch, max_new_tokens)
             act_s += seconds
-            peaks["act"] = peak_rss_mib()
+            answers[batch].append(outputs)
             tokens += sum(int(out.info["num_tokens"]) for out in outputs)
             drifts += [out.info["sampler_drift"] for out in outputs if "sampler_drift" in out.info]
             for screen, out in zip(screens, outputs, strict=False):
                 plain = plain_forward_log_probs(policy, screen, out.text)
                 gaps.append(max(abs(a - b) for a, b in zip(out.info["token_log_probs"], plain, strict=True)))
-            decisions = [Decision(screen, (), out.text) for screen, out in zip(screens, outputs, strict=False)]
-            started = time.perf_counter()
-            ppo_step(decisions)
-            ppo_s += time.perf_counter() - started
-            peaks["ppo"] = peak_rss_mib()
         results[str(batch)] = {
             "seconds_per_act": act_s / repeats,
             "seconds_per_env_step": act_s / (repeats * batch),
@@ -215,12 +211,19 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
             "answer_tokens_per_act": tokens / (repeats * batch),
             "tokens_per_second": tokens / act_s,
             "prefill_tokens_per_second": repeats * sum(prompt_tokens[:batch]) / prefill_s,
-            "seconds_per_ppo_sample": ppo_s / (repeats * batch),
-            "peak_rss_mib_after_act": peaks["act"],  # the peak only grows: these say which phase raised it
-            "peak_rss_mib_after_ppo": peaks["ppo"],
+            "peak_rss_mib_after_act": peak_rss_mib(),  # the peak only grows: these say which phase raised it
             "max_log_prob_gap_to_plain_forward": max(gaps),
             "mean_sampler_drift": sum(drifts) / len(drifts) if drifts else None,
         }
+    for batch in batches:
+        ppo_s = 0.0
+        for outputs in answers[batch]:
+            decisions = [Decision(screen, (), out.text) for screen, out in zip(screens, outputs, strict=False)]
+            started = time.perf_counter()
+            ppo_step(decisions)
+            ppo_s += time.perf_counter() - started
+        results[str(batch)]["seconds_per_ppo_sample"] = ppo_s / (repeats * batch)
+        results[str(batch)]["peak_rss_mib_after_ppo"] = peak_rss_mib()
     return {
         "rollout": policy.rollout,
         "sampler_dtype": str(next(sampler.parameters()).dtype).removeprefix("torch."),
