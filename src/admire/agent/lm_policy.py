@@ -49,6 +49,7 @@ from admire.extras import require
 require("torch", "transformers", "safetensors", extra="lm", feature="the lm policy")
 
 import torch  # noqa: E402
+import torch.utils.checkpoint  # noqa: E402
 from torch import nn  # noqa: E402
 
 from admire.actions import parse_model_output  # noqa: E402
@@ -201,7 +202,8 @@ class LMPolicy(nn.Module):
         rows = [self._encode_prompt(o, h) for o, h in zip(observations, histories, strict=True)]
         prompts = [row["input_ids"][0].tolist() for row in rows]
         network = self._network()
-        drafting = self._low_precision is not None and not self._in_reference and not greedy
+        drafting = (self._low_precision is not None and self._head_on_hidden and not self._in_reference
+                    and not greedy)
         exact: list[list[float]] | None = None
         with torch.no_grad():
             prefix, shared = self._prefix(network, prompts)
@@ -440,25 +442,23 @@ class LMPolicy(nn.Module):
         offsets = torch.arange(longest, device=self.device)
         mask = (offsets[None, :] < torch.tensor([len(r) for r in responses], device=self.device)[:, None]).float()
         prompts = [row["input_ids"][0].tolist() for row in rows]
-        prefix, shared = self._prefix(network, prompts) if self.rollout == "cached" else ([], 0)
+        sharing = self.rollout == "cached" and self._head_on_hidden
+        prefix, shared = self._prefix(network, prompts) if sharing else ([], 0)
+        head: nn.Module | None = network.get_output_embeddings()
         if shared:
             hidden = score_hidden(network, prefix, [p[shared:] + r for p, r in zip(prompts, responses, strict=True)],
                                   self.pad_id)
-            logits = _pick(hidden, [len(p) - shared - 1 for p in prompts], offsets, network.get_output_embeddings())
+            states = _pick(hidden, [len(p) - shared - 1 for p in prompts], offsets)
         else:
             batch = _to(_collate(rows, responses, self.pad_id, left=False), self.device, self.dtype)
             starts = [len(p) - 1 for p in prompts]
             if self._head_on_hidden:  # the vocabulary-wide head only where a response token is predicted
-                hidden = body(network)(**batch, use_cache=False).last_hidden_state
-                logits = _pick(hidden, starts, offsets, network.get_output_embeddings())
+                states = _pick(body(network)(**batch, use_cache=False).last_hidden_state, starts, offsets)
             else:  # a model whose logits are more than the head of the last hidden state (e.g. soft-capped)
-                logits = _pick(network(**batch, use_cache=False).logits, starts, offsets, None)
-        logits = logits.float() / float(self.options["temperature"])
-        all_log_probs = torch.log_softmax(logits, dim=-1)
+                states, head = _pick(network(**batch, use_cache=False).logits, starts, offsets), None
         targets = torch.tensor([r + [self.pad_id] * (longest - len(r)) for r in responses], device=self.device)
-        log_probs = all_log_probs.gather(-1, targets[..., None]).squeeze(-1) * mask
-        ent = -(all_log_probs.exp() * all_log_probs).sum(-1) * mask if entropy else None
-        return log_probs, mask, ent
+        log_probs, ent = _token_scores(states, targets, head, float(self.options["temperature"]), entropy)
+        return log_probs * mask, mask, (ent * mask if ent is not None else None)
 
     def _prefix(self, network: nn.Module, prompts: Sequence[Sequence[int]]
                 ) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], int]:
@@ -683,12 +683,37 @@ def _collate(rows: Sequence[dict[str, torch.Tensor]], responses: Sequence[list[i
     return batch
 
 
-def _pick(states: torch.Tensor, starts: Sequence[int], offsets: torch.Tensor, head: nn.Module | None) -> torch.Tensor:
-    """``states[i, starts[i] + k]`` for every answer offset ``k`` (clamped to the row), through ``head``."""
+def _pick(states: torch.Tensor, starts: Sequence[int], offsets: torch.Tensor) -> torch.Tensor:
+    """``states[i, starts[i] + k]`` for every answer offset ``k`` (clamped to the row)."""
     begin = torch.tensor(list(starts), device=states.device)
     positions = (begin[:, None] + offsets[None, :]).clamp(max=states.shape[1] - 1)
-    picked = states.gather(1, positions[..., None].expand(-1, -1, states.shape[-1]))
-    return head(picked) if head is not None else picked
+    return states.gather(1, positions[..., None].expand(-1, -1, states.shape[-1]))
+
+
+def _token_scores(states: torch.Tensor, targets: torch.Tensor, head: nn.Module | None, temperature: float,
+                  entropy: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per answer position, the log-prob of its target token and (``entropy``) the entropy of the whole
+    next-token distribution, from hidden states through ``head`` (None: ``states`` are logits already).
+
+    One row at a time and, under autograd, recomputed in the backward pass: a batch's
+    ``[rows, answer, vocabulary]`` log-softmax, with its gradient, is the largest tensor of a PPO step
+    (eight 97-token answers over SmolLM2's 49,152 tokens: 150 MB each copy)."""
+    def row_scores(row_states: torch.Tensor, row_targets: torch.Tensor) -> torch.Tensor:
+        logits = head(row_states) if head is not None else row_states
+        log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
+        picked = log_probs.gather(-1, row_targets[:, None])[:, 0]
+        if not entropy:
+            return picked[None]
+        return torch.stack([picked, -(log_probs.exp() * log_probs).sum(-1)])
+
+    rows = []
+    for row_states, row_targets in zip(states, targets, strict=True):
+        if torch.is_grad_enabled():
+            rows.append(torch.utils.checkpoint.checkpoint(row_scores, row_states, row_targets, use_reentrant=False))
+        else:
+            rows.append(row_scores(row_states, row_targets))
+    scores = torch.stack(rows, dim=1)  # [1 or 2, N, T]
+    return scores[0], (scores[1] if entropy else None)
 
 
 def _to(batch: Mapping[str, torch.Tensor], device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:

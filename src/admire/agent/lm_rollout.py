@@ -363,7 +363,8 @@ def _prefill_prompts(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.
     out = network(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
     index = torch.tensor(row_of, device=device)
-    cache.batch_select_indices(index)
+    if row_of != list(range(len(unique))):  # a repeated prompt: its cache row copied for each of its rows
+        cache.batch_select_indices(index)
     return _Prompted(cache, out.logits[index, -1], mask[index], positions[index, -1] + 1)
 
 
@@ -411,24 +412,27 @@ def _decode(network: nn.Module, state: _Prompted, settings: SamplingSettings,
 def _score_answers(network: nn.Module, state: _Prompted, answers: Sequence[Sequence[int]],
                    settings: SamplingSettings) -> list[list[float]]:
     """Each row's log-probs of ``answer + [end]`` under ``network``, from one forward of the answers
-    (right-padded) on the prompt cache; the first token's distribution is the prefill's."""
+    (right-padded) on the prompt cache; the first token's distribution is the prefill's. The output head
+    runs one row at a time, on that row's answer positions only: a batch's ``[rows, answer, vocabulary]``
+    logits would be the largest tensor of the whole act."""
     first = torch.log_softmax(state.logits.float() / settings.temperature, dim=-1)
     width = max(len(a) for a in answers)
-    later = None
+    hidden = None
     if width:
         device = first.device
         ids = torch.tensor([list(a) + [settings.pad_id] * (width - len(a)) for a in answers], device=device)
         filled = torch.tensor([[1] * len(a) + [0] * (width - len(a)) for a in answers], device=device)
         positions = state.next_position[:, None] + torch.arange(width, device=device)[None, :]
-        out = network(input_ids=ids, attention_mask=torch.cat([state.mask, filled], dim=1), position_ids=positions,
-                      past_key_values=state.cache, use_cache=True)
-        later = torch.log_softmax(out.logits.float() / settings.temperature, dim=-1)
+        hidden = body(network)(input_ids=ids, attention_mask=torch.cat([state.mask, filled], dim=1),
+                               position_ids=positions, past_key_values=state.cache, use_cache=True).last_hidden_state
+    head = network.get_output_embeddings()
     scored = []
     for row, answer in enumerate(answers):
         tokens = [*answer, settings.end_id]
         values = [float(first[row, tokens[0]])]
-        if later is not None and len(tokens) > 1:
-            values += later[row, torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].tolist()
+        if hidden is not None and answer:
+            later = torch.log_softmax(head(hidden[row, : len(answer)]).float() / settings.temperature, dim=-1)
+            values += later[torch.arange(len(answer)), torch.tensor(tokens[1:])].tolist()
         scored.append(values)
     return scored
 
