@@ -111,6 +111,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "algorithm.failed_group_baseline": "mean",
     "actor_rollout_ref.actor.target_kl": None,
     "actor_rollout_ref.actor.max_kl": None,
+    "actor_rollout_ref.actor.ppo_max_answer_tokens": None,
     "actor_rollout_ref.actor.loss_agg_mode": None,
     "actor_rollout_ref.actor.entropy_coef": 0.0,
     "env.train_instances_per_task": None,

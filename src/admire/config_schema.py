@@ -312,6 +312,7 @@ class ActorSection(_Section):
     entropy_coef: NonNeg = 0.0
     target_kl: Positive | None = None
     max_kl: Positive | None = None
+    ppo_max_answer_tokens: PosInt | None = None
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] | None = None
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from admire.agent.base import Decision
-from admire.rl.ppo import PPOConfig, Sample, ppo_update, token_weights
+from admire.rl.ppo import PPOConfig, Sample, micro_batches, ppo_update, token_weights
 from admire.types import Observation
 
 SCREEN = Observation(goal="write some digits")
@@ -165,3 +165,34 @@ def test_old_log_probs_of_a_different_tokenization_are_refused() -> None:
     longer = Sample(sample.decision, sample.old_log_prob, 1.0, old_token_log_probs=(-1.0, -1.0, -1.0))
     with pytest.raises(ValueError, match="tokenized as when it was sampled"):
         sgd(policy, [longer])
+
+
+# --------------------------------------------------------------------------------------------------
+# Micro-batches sized by answer tokens
+# --------------------------------------------------------------------------------------------------
+
+def test_micro_batches_cut_runs_of_at_most_the_budget_and_keep_a_long_row_alone() -> None:
+    assert micro_batches([4, 1, 3, 0, 2], [3, 2, 6, 1, 1], budget=5) == [[4, 1], [3], [0, 2]]
+    assert micro_batches([0, 1], [9, 9], budget=None) == [[0, 1]]
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_mean_token_sum"])
+def test_a_minibatch_in_micro_batches_takes_the_same_step_as_in_one_piece(loss_agg: str) -> None:
+    results = []
+    for budget in (None, 3):
+        policy = TokenBandit()
+        samples = [token_sample(policy, "021", 1.0, shift=0.3), token_sample(policy, "3", -0.5),
+                   token_sample(policy, "1103", 0.7, shift=-0.4), token_sample(policy, "22", -1.0, shift=0.1)]
+        stats = sgd(policy, samples, loss_agg=loss_agg, max_answer_tokens=budget, entropy_coef=0.1)
+        results.append((policy.z.detach().clone(), stats))
+    (whole, whole_stats), (parts, part_stats) = results
+    assert torch.allclose(whole, parts, atol=1e-6)
+    assert not torch.allclose(whole, torch.zeros(4))  # the step did move the policy
+    assert whole_stats["clip_frac"] > 0  # and some tokens were clipped, so the sum of the parts is tested
+    for key in ("loss", "clip_frac", "entropy", "grad_norm", "approx_kl"):
+        assert part_stats[key] == pytest.approx(whole_stats[key], abs=1e-6)
+
+
+def test_a_budget_below_one_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="ppo_max_answer_tokens must be >= 1"):
+        PPOConfig(max_answer_tokens=0)

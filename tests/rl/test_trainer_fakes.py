@@ -22,7 +22,7 @@ from admire.envs.base import ENVS
 from admire.envs.suites import get_suite
 from admire.judge import LLMJudge
 from admire.rl.advantages import DAPO_CLIP_HIGH
-from admire.rl.trainer import build_judge, build_samples, check_config, train
+from admire.rl.trainer import build_judge, build_samples, check_config, ppo_config, train
 from admire.runs import RunDir
 from admire.tracking import read_metrics
 from admire.types import Observation, RewardBreakdown, Step, Task, Termination, Trajectory
@@ -246,9 +246,17 @@ def test_the_judge_is_built_from_the_reward_judge_section() -> None:
 
 def test_bad_values_of_the_new_keys_are_refused() -> None:
     for override in ("env.train_instances_per_task=0", "trainer.total_env_steps=-5",
-                     "actor_rollout_ref.actor.target_kl=0", "actor_rollout_ref.actor.entropy_coef=-1"):
+                     "actor_rollout_ref.actor.target_kl=0", "actor_rollout_ref.actor.entropy_coef=-1",
+                     "actor_rollout_ref.actor.ppo_max_answer_tokens=0"):
         with pytest.raises(ValueError):
             check_config(load_config(overrides=[*FAKE, override]))
+
+
+def test_the_micro_batch_budget_reaches_the_ppo_update() -> None:
+    assert ppo_config(load_config(overrides=FAKE)).max_answer_tokens is None  # as shipped: one piece
+    cfg = load_config(overrides=[*FAKE, "actor_rollout_ref.actor.ppo_max_answer_tokens=256"])
+    check_config(cfg)
+    assert ppo_config(cfg).max_answer_tokens == 256
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ measured in the same run) are the numbers to carry elsewhere.
 Opt-in (``RUN_BY_DEFAULT = False``): with every model it runs for minutes and needs the ``lm`` extra, so
 ``admire bench`` alone skips it and ``admire bench lm_speed`` runs it.
 
-    admire bench lm_speed [--models tiny-qwen2 smollm2-135m] [--batches 1 8] [--threads 1]
+    admire bench lm_speed [--models tiny-qwen2 smollm2-135m] [--batches 1 8] [--threads 1] [--ppo-max-answer-tokens N]
                           [--max-new-tokens 96] [--repeats 1] [--model-dir DIR] [--json OUT] [--quick]
 """
 
@@ -143,7 +143,7 @@ def plain_forward_log_probs(policy: Any, observation: Observation, text: str) ->
 
 
 def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repeats: int, lora: int,
-            batches: Sequence[int]) -> dict[str, Any]:
+            batches: Sequence[int], ppo_max_answer_tokens: int | None) -> dict[str, Any]:
     """Load the policy from ``path`` with ``rollout`` and time act, prefill and the PPO forward + backward
     at each batch size."""
     import torch
@@ -154,6 +154,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)  # inside peft
     from admire.agent.base import Decision
     from admire.agent.lm_policy import LMPolicy
+    from admire.rl.ppo import micro_batches
 
     started = time.perf_counter()
     policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora={"r": lora} if lora else None,
@@ -166,10 +167,12 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     sampler = policy._low_precision.network if policy._low_precision is not None else policy._network()
     weight_bytes = sum(p.numel() * p.element_size() for p in sampler.parameters())
 
-    def ppo_step(decisions: list[Decision]) -> None:
-        log_probs, mask = policy.token_log_probs(decisions)
-        loss = -(log_probs * mask).sum() / mask.sum()  # token-mean, advantage 1: the cost, not a real update
-        loss.backward()
+    def ppo_step(decisions: list[Decision], lengths: list[int]) -> None:
+        """Token-mean loss at advantage 1 (the cost, not a real update), backpropagated in micro-batches of
+        at most ``ppo_max_answer_tokens`` answer tokens as the trainer's PPO does."""
+        for chunk in micro_batches(range(len(decisions)), lengths, ppo_max_answer_tokens):
+            log_probs, mask = policy.token_log_probs([decisions[i] for i in chunk])
+            (-(log_probs * mask).sum() / sum(lengths)).backward()
         for parameter in parameters:
             parameter.grad = None
 
@@ -220,7 +223,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
         for outputs in answers[batch]:
             decisions = [Decision(screen, (), out.text) for screen, out in zip(screens, outputs, strict=False)]
             started = time.perf_counter()
-            ppo_step(decisions)
+            ppo_step(decisions, [int(out.info["num_tokens"]) for out in outputs])
             ppo_s += time.perf_counter() - started
         results[str(batch)]["seconds_per_ppo_sample"] = ppo_s / (repeats * batch)
         results[str(batch)]["peak_rss_mib_after_ppo"] = peak_rss_mib()
@@ -241,7 +244,8 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
 
 def child_main(args: argparse.Namespace) -> int:
     result = measure(Path(args.child), rollout=args.rollout, threads=args.threads,
-                     max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora, batches=args.batches)
+                     max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora, batches=args.batches,
+                     ppo_max_answer_tokens=args.ppo_max_answer_tokens or None)
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 
@@ -280,6 +284,7 @@ def run_child(path: Path, rollout: str, args: argparse.Namespace) -> tuple[dict[
     command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path), "--rollout", rollout,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
                "--repeats", str(args.repeats), "--lora", str(args.lora),
+               "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens),
                "--batches", *[str(b) for b in args.batches]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": str(args.threads)}
@@ -331,6 +336,7 @@ def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[st
     print(f"\nlm policy speed on this machine: {machine['cpus']} CPUs, load average {machine['load_before']:.2f} "
           f"before / {machine['load_after']:.2f} after, {args.threads} torch thread(s), memory read "
           f"{machine['bandwidth_gbs']:.1f} GB/s, max_new_tokens {args.max_new_tokens}, {args.repeats} repeat(s), "
+          f"PPO micro-batches of {args.ppo_max_answer_tokens or 'all the'} answer tokens, "
           f"LoRA r {args.lora or 'off (full model trainable)'}")
     print("absolute numbers: this machine, as loaded as it was; compare the ratios below")
     header = (f"{'model':<15}{'path':<10}{'batch':>6}{'s/act':>9}{'env steps/s':>13}{'answer tok':>12}"
@@ -380,6 +386,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="timed acts and PPO steps per batch size (default 1)")
     parser.add_argument("--lora", type=int, default=8, metavar="R",
                         help="LoRA rank of the trainable adapter (default 8; 0: every weight trainable)")
+    parser.add_argument("--ppo-max-answer-tokens", type=int, default=0, metavar="N",
+                        help="backpropagate the PPO minibatch in parts of at most N answer tokens, as "
+                             "actor.ppo_max_answer_tokens does (default 0: the whole minibatch at once)")
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
                         help="folder of prepared models, DIR/NAME; a missing one is prepared there and kept "
                              "(default: a temporary folder, removed afterwards)")
@@ -392,9 +401,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.models, args.batches, args.repeats, args.max_new_tokens = ["tiny-qwen2"], [1, 4], 1, 8
     if (args.threads < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.lora < 0
+            or args.ppo_max_answer_tokens < 0
             or min(args.batches) < 1 or max(args.batches) > len(NAMES)):
         parser.error(f"need --threads, --repeats and --max-new-tokens of at least 1, --lora of 0 or more and "
-                     f"--batches between 1 and {len(NAMES)}")
+                     f"--batches between 1 and {len(NAMES)}, --ppo-max-answer-tokens of 0 or more")
     return args
 
 
@@ -438,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(results, skipped, table, machine, args)
     if args.json is not None:
         settings = {k: getattr(args, k) for k in ("models", "batches", "threads", "max_new_tokens", "repeats", "lora",
-                                                  "quick")}
+                                                  "ppo_max_answer_tokens", "quick")}
         record = {"machine": machine, "settings": settings, "models": results, "ratios": table,
                   "skipped": skipped, "failed": failed}
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,10 @@ class PPOConfig:
     ``target_kl`` None turns the early stop off (the paper's reading: a fixed number of passes).
     ``max_kl`` None turns the per-step trust region off (see ``ppo_update``).
     ``loss_agg`` is set by the trainer from the advantage estimator's hint (``dapo_step``: token_mean).
+    ``max_answer_tokens`` (token level only) splits each minibatch into micro-batches of at most that many
+    answer tokens (a longer single answer is a micro-batch of its own), each backpropagated before the next
+    is scored: the same gradient and the same step as the whole minibatch at once, with the activations of
+    one micro-batch alive at a time. None: the whole minibatch in one forward.
     """
 
     epochs: int = 2
@@ -72,6 +76,7 @@ class PPOConfig:
     target_kl: float | None = None
     max_kl: float | None = None
     loss_agg: LossAggregation = "seq_mean"
+    max_answer_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.minibatch_size < 1:
@@ -84,6 +89,8 @@ class PPOConfig:
             raise ValueError(f"actor.target_kl must be > 0 or null (off), got {self.target_kl!r}")
         if self.max_kl is not None and not self.max_kl > 0:
             raise ValueError(f"actor.max_kl must be > 0 or null (off), got {self.max_kl!r}")
+        if self.max_answer_tokens is not None and self.max_answer_tokens < 1:
+            raise ValueError(f"actor.ppo_max_answer_tokens must be >= 1 or null (off), got {self.max_answer_tokens}")
         if self.loss_agg not in LOSS_AGGREGATIONS:
             raise ValueError(f"loss aggregation must be one of {', '.join(LOSS_AGGREGATIONS)}, got {self.loss_agg!r}")
 
@@ -162,7 +169,12 @@ def ppo_update(
                      "entropy": float((w * entropy).sum())}
         return loss, stats
 
-    return _passes(optimizer, config, rng, len(samples), minibatch_loss,
+    def minibatch_backward(indices: list[int]) -> tuple[float, dict[str, float]]:
+        loss, stats = minibatch_loss(indices)
+        loss.backward()
+        return float(loss.detach()), stats
+
+    return _passes(optimizer, config, rng, len(samples), minibatch_backward,
                    lambda: measure_approx_kl(policy, decisions, old))
 
 
@@ -213,7 +225,9 @@ def _ppo_update_tokens(
             log_ratio = (new - _pad(old, new.shape[1], decisions)) * mask
             return float(((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum() / mask.sum().clamp(min=1))
 
-    def minibatch_loss(indices: list[int]) -> tuple[torch.Tensor, dict[str, float]]:
+    def micro_batch_loss(indices: list[int], totals: tuple[float, int]) -> tuple[torch.Tensor, dict[str, float]]:
+        """The minibatch loss's share from ``indices``: token weights over the whole minibatch's ``totals``
+        (its tokens, its steps), so the shares add up to the minibatch loss; statistics are sums too."""
         chosen = [decisions[i] for i in indices]
         if config.entropy_coef > 0:
             new, entropy, mask = policy.token_log_probs_and_entropy(chosen)
@@ -222,7 +236,7 @@ def _ppo_update_tokens(
             entropy = -new.detach()
         mask = mask.to(new.dtype)
         old_mb = _pad([old[i] for i in indices], new.shape[1], chosen)
-        w = token_weights(mask, config.loss_agg)
+        w = token_weights(mask, config.loss_agg, totals)
         ratio = torch.exp(new - old_mb)
         adv = advantages[indices].unsqueeze(1)
         lo, hi = low[indices].unsqueeze(1), high[indices].unsqueeze(1)
@@ -238,20 +252,34 @@ def _ppo_update_tokens(
             loss = loss + config.kl_coef * ref_kl
         with torch.no_grad():
             outside = ((ratio < 1.0 - lo) | (ratio > 1.0 + hi)).to(mask.dtype) * mask
-            stats = {"clip_frac": float(outside.sum() / mask.sum().clamp(min=1)), "ref_kl": float(ref_kl),
+            stats = {"clip_frac": float(outside.sum()) / max(totals[0], 1.0), "ref_kl": float(ref_kl),
                      "entropy": float((w * entropy).sum())}
         return loss, stats
 
-    return _passes(optimizer, config, rng, len(samples), minibatch_loss, batch_kl)
+    def minibatch_backward(indices: list[int]) -> tuple[float, dict[str, float]]:
+        lengths = [old[i].numel() for i in indices]
+        totals = (float(sum(lengths)), len(indices))
+        loss_value = 0.0
+        stats: dict[str, float] = {}
+        for chunk in micro_batches(indices, lengths, config.max_answer_tokens):
+            loss, part = micro_batch_loss(chunk, totals)
+            loss.backward()
+            loss_value += float(loss.detach())
+            for key, value in part.items():
+                stats[key] = stats.get(key, 0.0) + value
+        return loss_value, stats
+
+    return _passes(optimizer, config, rng, len(samples), minibatch_backward, batch_kl)
 
 
 def _passes(
     optimizer: torch.optim.Optimizer, config: PPOConfig, rng: random.Random, size: int,
-    minibatch_loss: Callable[[list[int]], tuple[torch.Tensor, dict[str, float]]], batch_kl: Callable[[], float],
+    minibatch_backward: Callable[[list[int]], tuple[float, dict[str, float]]], batch_kl: Callable[[], float],
 ) -> dict[str, float]:
-    """The passes both update paths share: shuffled minibatches of ``size`` samples, each loss from
-    ``minibatch_loss`` (with its logged statistics), the gradient clipped, no step on a zero gradient,
-    the per-step trust region, and the KL early stop after each pass, all measured by ``batch_kl``."""
+    """The passes both update paths share: shuffled minibatches of ``size`` samples, each one's gradient
+    accumulated by ``minibatch_backward`` (which returns its loss and logged statistics), the gradient
+    clipped, no step on a zero gradient, the per-step trust region, and the KL early stop after each pass,
+    all measured by ``batch_kl``."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
     minibatches = epochs_run = skipped = backtracks = 0
@@ -263,9 +291,8 @@ def _passes(
         for start in range(0, len(order), config.minibatch_size):
             if stop:
                 break
-            loss, stats = minibatch_loss(order[start : start + config.minibatch_size])
             optimizer.zero_grad()
-            loss.backward()
+            loss, stats = minibatch_backward(order[start : start + config.minibatch_size])
             max_norm = config.max_grad_norm if config.max_grad_norm > 0 else math.inf
             grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
             if not float(grad_norm) > 0:
@@ -278,7 +305,7 @@ def _passes(
                 if batch_kl() > config.max_kl:
                     backtracks += _backtrack(params, before, batch_kl, config.max_kl)
                     stop = True
-            totals["loss"] += float(loss.detach())
+            totals["loss"] += loss
             totals["grad_norm"] += float(grad_norm)
             for key, value in stats.items():
                 totals[key] += value
@@ -292,15 +319,34 @@ def _passes(
             "backtracks": backtracks}
 
 
-def token_weights(mask: torch.Tensor, loss_agg: LossAggregation) -> torch.Tensor:
-    """Each token's share of a minibatch's loss (they sum to 1 over the minibatch's tokens)."""
+def token_weights(mask: torch.Tensor, loss_agg: LossAggregation,
+                  totals: tuple[float, int] | None = None) -> torch.Tensor:
+    """Each token's share of a minibatch's loss (they sum to 1 over the minibatch's tokens). ``mask`` may
+    be part of the minibatch: ``totals`` are then the whole minibatch's (tokens, steps)."""
     lengths = mask.sum(dim=1, keepdim=True).clamp(min=1)
-    steps = mask.shape[0]
+    tokens, steps = totals if totals is not None else (float(mask.sum()), mask.shape[0])
     if loss_agg == "token_mean":
-        return mask / mask.sum().clamp(min=1)
+        return mask / max(tokens, 1.0)
     if loss_agg == "seq_mean_token_sum":
         return mask / steps
     return mask / (lengths * steps)
+
+
+def micro_batches(indices: Sequence[int], lengths: Sequence[int], budget: int | None) -> list[list[int]]:
+    """``indices`` in order, cut into runs of at most ``budget`` tokens (``lengths``, one per index); a row
+    longer than the budget is a run of its own. None: one run."""
+    if budget is None:
+        return [list(indices)]
+    runs: list[list[int]] = []
+    used = 0
+    for index, length in zip(indices, lengths, strict=True):
+        if runs and used + length <= budget:
+            runs[-1].append(index)
+            used += length
+        else:
+            runs.append([index])
+            used = length
+    return runs
 
 
 def _pad(rows: Sequence[torch.Tensor], width: int, decisions: Sequence[Decision] | None = None) -> torch.Tensor:

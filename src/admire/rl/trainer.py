@@ -266,6 +266,7 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
     actor = cfg.actor_rollout_ref.actor
     target_kl = _legacy(cfg, "actor_rollout_ref.actor.target_kl")
     max_kl = _legacy(cfg, "actor_rollout_ref.actor.max_kl")
+    micro = _legacy(cfg, "actor_rollout_ref.actor.ppo_max_answer_tokens")
     return PPOConfig(
         epochs=int(actor.ppo_epochs),
         minibatch_size=int(actor.ppo_mini_batch_size),
@@ -276,6 +277,7 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         entropy_coef=float(_legacy(cfg, "actor_rollout_ref.actor.entropy_coef")),
         target_kl=None if target_kl is None else float(target_kl),
         max_kl=None if max_kl is None else float(max_kl),
+        max_answer_tokens=None if micro is None else int(micro),
     )
 
 

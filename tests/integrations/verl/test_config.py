@@ -147,6 +147,8 @@ def test_the_trackers_run_inside_the_run_folder(tmp_path: Path) -> None:
 def test_what_verl_cannot_honour_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^actor_rollout_ref\.actor\.target_kl: verl's actor has no KL limit"):
         check_verl_config(load_config("verl_stepwise", ["actor_rollout_ref.actor.target_kl=0.02"]))
+    with pytest.raises(ValueError, match=r"^actor_rollout_ref\.actor\.ppo_max_answer_tokens: verl sizes its micro"):
+        check_verl_config(load_config("verl_stepwise", ["actor_rollout_ref.actor.ppo_max_answer_tokens=256"]))
     with pytest.raises(ConfigError, match=r"^actor_rollout_ref\.model: trainer\.backend=verl trains a Hugging Face "):
         validate_config(load_config(overrides=["trainer.backend=verl", "trainer.n_gpus_per_node=1"]))
     with pytest.raises(ConfigError, match=r"^trainer\.n_gpus_per_node: trainer\.backend=verl trains on GPUs"):

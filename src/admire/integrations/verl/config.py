@@ -309,6 +309,10 @@ def check_verl_config(cfg: DictConfig) -> None:
         if OmegaConf.select(actor, key, default=None) is not None:
             raise ValueError(f"actor_rollout_ref.actor.{key}: verl's actor has no KL limit; set "
                              f"actor_rollout_ref.actor.{key}=null for trainer.backend=verl")
+    if OmegaConf.select(actor, "ppo_max_answer_tokens", default=None) is not None:
+        raise ValueError("actor_rollout_ref.actor.ppo_max_answer_tokens: verl sizes its micro-batches itself "
+                         "(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu or use_dynamic_bsz); set it to "
+                         "null for trainer.backend=verl")
     if OmegaConf.select(cfg, "actor_rollout_ref.warm_start.enable", default=False):
         raise ValueError("actor_rollout_ref.warm_start.enable: the verl backend has no behaviour-cloning warm "
                          "start; start from a model that has one (admire models warm-start writes one) and set it "
