@@ -201,3 +201,15 @@ def test_slot_scheme_by_key() -> None:
     assert slot_scheme("skeleton") == "positional"
     with pytest.raises(ValueError, match="'task', 'instruction' or 'skeleton'"):
         slot_scheme("template")
+
+
+def test_the_email_rule_starts_only_where_a_run_of_address_characters_starts() -> None:
+    # Each start inside a long run would rescan the rest of it: quadratic in the goal's length.
+    found = extract_slot_values("write to ann.lee+x@example.co.uk or a@b@c.com now")
+    assert found == ["ann.lee+x@example.co.uk", "b@c.com"]
+    assert extract_slot_values("x" * 300_000) == []  # one long word: linear time, no value
+
+
+def test_a_goal_of_many_values_is_blanked_once_per_rule() -> None:
+    goal = " ".join(str(n) for n in range(20_000))  # 20,000 numbers: one rebuild per rule, not one per number
+    assert sorted(extract_slot_values(goal), key=int) == [str(n) for n in range(20_000)]

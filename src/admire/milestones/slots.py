@@ -41,7 +41,9 @@ _DOUBLE_QUOTED = re.compile(r'"([^"\n]+)"|“([^”\n]+)”')
 _SINGLE_QUOTED = re.compile(r"(?<!\w)'([^'\n]+)'(?!\w)|‘([^’\n]+)’")
 
 _URL = re.compile(r"https?://[^\s\"'<>]+[^\s\"'<>.,;:!?)]")
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# Starting only where a run of address characters starts: a start inside a long run would rescan it, and a
+# goal of one long word would cost quadratic time.
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _HANDLE = re.compile(r"(?<![\w@])@\w+")
 _FILENAME = re.compile(r"(?<![\w.])\w[\w-]*\.[A-Za-z0-9]{1,5}(?!\w)(?!\.\w)")
 # A time with its AM/PM ("9:37 PM"), before plain numbers so the two stay one value.
@@ -103,9 +105,12 @@ def extract_slot_values(instruction: str) -> list[str]:
     list_values = _list_items(rest)
 
     for pattern in (_URL, _EMAIL, _HANDLE, _FILENAME, _TIME, _NUMBER, _MIXED_TOKEN):
+        pieces, last = [], 0  # each match blanked, the text rebuilt once per pattern (not once per match)
         for match in pattern.finditer(rest):
             values.append(match.group(0))
-            rest = rest[:match.start()] + " " * (match.end() - match.start()) + rest[match.end():]
+            pieces += [rest[last:match.start()], " " * (match.end() - match.start())]
+            last = match.end()
+        rest = "".join([*pieces, rest[last:]])
     values.extend(_capitalised_values(rest))
     values.extend(list_values)
     return _longest_first(values)
