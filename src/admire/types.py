@@ -207,7 +207,7 @@ class Trajectory(Frozen):
     task: Task
     goal: str
     steps: tuple[Step, ...] = ()
-    outcome: float = 0.0
+    outcome: float = Field(default=0.0, allow_inf_nan=False)  # NaN would score, and write, as no number can
     termination: Termination
     epoch: int = 0
     group: int = 0

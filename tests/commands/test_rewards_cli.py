@@ -320,6 +320,8 @@ BAD_FILES: dict[str, tuple[str | None, str]] = {
     "duplicate id": (_line("a") + "\n" + _line("b") + "\n" + _line("a") + "\n",
                      "line 3: trajectory id 'a' is already used on line 1"),
     "not utf-8": ("\udcff", "is not UTF-8 text"),
+    "outcome NaN": (_line().replace('"outcome":1.0', '"outcome":NaN', 1), "line 1: field 'outcome'"),
+    "outcome Infinity": (_line().replace('"outcome":1.0', '"outcome":Infinity', 1), "line 1: field 'outcome'"),
 }
 
 
