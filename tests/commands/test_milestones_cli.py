@@ -169,3 +169,26 @@ def test_a_failed_import_into_a_new_run_creates_nothing(capsys: pytest.CaptureFi
     code, _, err = run_cli(capsys, "import", str(tmp_path / "runs" / "new"), str(source))
     assert code == 2 and "created_at" in err and "'k'" in err
     assert not (tmp_path / "runs").exists()
+
+
+HOSTILE = ["typed [/] into [bold]Name", "clicked [link=http://evil.example]here[/link]",
+           "typed \x1b[31mred\x1b[0m", "opened \x1b]8;;http://evil.example\x07link\x1b]8;;\x07", "x\u202ey"]
+
+
+@pytest.mark.parametrize("action", ["show", "history"])
+def test_phrases_are_shown_literally_and_escapes_never_reach_the_terminal(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, action: str) -> None:
+    # Phrases come from what an agent typed: no markup is read from them and no control character is sent.
+    run = tmp_path / "runs" / "hostile"
+    with MilestoneBank(run / "milestones.sqlite") as bank:
+        bank.put("miniwob/[red]key", HOSTILE, Provenance(run="[/]", epoch=0, trajectory_id="\x1b[2J",
+                                                        generator="heuristic", created_at=1.0))
+    args = ["show", str(run)] if action == "show" else ["history", str(run), "miniwob/[red]key"]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0 and err == ""
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    for shown in ("typed [/] into [bold]Name", "[link=http://evil.example]here[/link]", "typed \\x1b[31mred\\x1b[0m",
+                  "\\x1b]8;;http://evil.example\\x07link", "x\\u202ey", "from \\x1b[2J"):
+        assert shown in out
+    if action == "show":
+        assert "miniwob/[red]key" in out and "run [/]" in out

@@ -20,6 +20,7 @@ import json
 import math
 import sqlite3
 import sys
+import unicodedata
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ from admire.milestones.bank import (
 
 if TYPE_CHECKING:  # rich is imported only when a table is printed
     from rich.table import Table
+    from rich.text import Text
 
 HELP = "show, export, import and trace the milestone lists of a run (the milestone bank)"
 BANK_FILE_NAME = "milestones.sqlite"
@@ -181,7 +183,7 @@ def _show(bank: MilestoneBank, key: str | None, as_json: bool) -> int:
         return 0
     table = _table(f"{bank.path}: {len(lists)} list(s), bank version {bank.version}", "key")
     for item in lists:
-        table.add_row(item.key, _about(item), _numbered(item))
+        table.add_row(_plain(item.key), _plain(_about(item)), _plain(_numbered(item)))
     _print(table)
     return 0
 
@@ -196,7 +198,7 @@ def _history(bank: MilestoneBank, key: str, as_json: bool) -> int:
         return 0
     table = _table(f"{key}: {len(versions)} version(s)", "created")
     for item in versions:
-        table.add_row(_created(item.provenance.created_at), _about(item), _numbered(item))
+        table.add_row(_created(item.provenance.created_at), _plain(_about(item)), _plain(_numbered(item)))
     _print(table)
     return 0
 
@@ -234,10 +236,20 @@ def _numbered(item: MilestoneList) -> str:
     return "\n".join(f"{i}. {phrase}" for i, phrase in enumerate(item.milestones, start=1))
 
 
+def _plain(text: str) -> Text:
+    """``text`` as rich shows it literally: never read as markup (a phrase is what an agent typed, and
+    ``[/]`` or ``[link=…]`` in it must not crash or render), control characters (ANSI and OSC escapes)
+    shown as ``\x1b``-style escapes rather than sent to the terminal; newlines and tabs kept."""
+    from rich.text import Text
+
+    return Text("".join(c if c in "\n\t" or unicodedata.category(c) not in ("Cc", "Cf") else
+                        repr(c)[1:-1] for c in text))
+
+
 def _table(title: str, first: str) -> Table:
     from rich.table import Table
 
-    table = Table(title=title, show_lines=True)
+    table = Table(title=_plain(title), show_lines=True)
     table.add_column(first, overflow="fold", ratio=1)
     table.add_column("version", overflow="fold", ratio=1)
     table.add_column("milestones", overflow="fold", ratio=3)
