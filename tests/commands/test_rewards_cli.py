@@ -350,6 +350,8 @@ BAD_OPTIONS: dict[str, tuple[list[str], str]] = {
     "bad encoder": (["milestone_reward.encoder=/no/such/model"], "/no/such/model"),
     "bad bool": (["milestone_reward.update_before_reward=maybe"], "must be true or false"),
     "bad bank mode": (["milestone_reward.mode=sometimes"], "milestone_reward.mode"),
+    "unresolved interpolation": (["milestone_reward.key=${oc.env:ADMIRE_TEST_UNSET_VARIABLE}"],
+                                 "milestone_reward.key: KeyError raised while resolving interpolation"),
     "bad generator": (["milestone_reward.generator=oracle"], "unknown milestone generator 'oracle'"),
     "bad estimator": (["algorithm.adv_estimator=ppo2"], "unknown advantage estimator 'ppo2'"),
     "bad update rule": (["milestone_reward.update_rule=newest"], "milestone_reward.update_rule must be one of"),

@@ -88,6 +88,19 @@ def test_the_command_exits_0_on_a_conforming_backend_1_on_a_broken_one_and_2_on_
     assert "env.executor must be 'local' or 'ray', got 'k8s'" in capsys.readouterr().err
 
 
+def test_a_spec_the_factory_cannot_take_or_a_factory_that_builds_no_env_is_one_line_exit_2(capsys) -> None:
+    # A registered backend given an argument it takes none for: its constructor's TypeError, in one line.
+    assert main(["miniwob:extra"]) == 2  # MiniWoBEnv takes no argument after ':' (no browser starts)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot build 'miniwob:extra': TypeError" in err
+    assert main(["os.path:join", "--task", "os.path/x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot build 'os.path:join': TypeError" in err
+    assert main(["os.path:sep.upper", "--task", "os.path/x"]) == 2  # builds a str
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'os.path:sep.upper' built a str, not an env" in err
+
+
 def test_the_remote_backend_passes_over_an_in_process_server() -> None:
     with make_pool(FormEnv, num_devices=1, lease_wait_s=5.0) as pool, running_server(create_app(pool)) as url:
         env = RemoteEnv(url, backoff_s=0.01, max_backoff_s=0.05)

@@ -230,7 +230,14 @@ def load_settings(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
         composed = load_config(DEFAULT_CONFIG, hydra)
     except (ValueError, FileNotFoundError) as error:
         raise InputError(_one_line(str(error))) from None
-    settings = _sections(OmegaConf.to_container(composed, resolve=True))
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        settings = _sections(OmegaConf.to_container(composed, resolve=True))
+    except OmegaConfBaseException as error:  # an interpolation (${oc.env:...}) that does not resolve
+        where = getattr(error, "full_key", None) or "an override"
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"{where}: {first}; write the value itself or set what the interpolation reads") from None
     for key in dict.fromkeys(keys):
         if key not in _reward_keys():
             _check_like_default(key, _get(settings, key), _get(defaults, key))

@@ -309,9 +309,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         task = make_task(task_name, seed=args.seed)
         options: dict[str, Any] = {"max_steps": args.max_steps} if "." not in backend else {}
-        env = build_factory(args.backend, args.executor, **options)()
+        factory = build_factory(args.backend, args.executor, **options)
     except (ValueError, ImportError, AttributeError) as exc:
         print(f"{prog}: error: {brief(exc) if not isinstance(exc, ValueError) else exc}", file=sys.stderr)
+        return 2
+    try:
+        env = factory()
+    except (TypeError, ValueError) as exc:  # the spec's argument or options do not fit the factory
+        print(f"{prog}: error: cannot build {args.backend!r}: {brief(exc)}", file=sys.stderr)
+        return 2
+    if not all(callable(getattr(env, method, None)) for method in ("reset", "step", "close")):
+        print(f"{prog}: error: {args.backend!r} built a {type(env).__name__}, not an env (no reset/step/close); "
+              "name a GuiEnv backend or factory", file=sys.stderr)
         return 2
     try:
         results = check_env(env, task, skip=args.skip)
