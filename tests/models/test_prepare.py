@@ -89,18 +89,29 @@ def test_force_replaces_a_directory_only_with_a_finished_build(fake: str, monkey
                                                                capsys: pytest.CaptureFixture[str],
                                                                tmp_path: Path) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "mine.txt").write_text("keep me")
+    prepare(fake, out)
+    (out / "notes.txt").write_text("kept until a build replaces the directory")
+    before = sorted(p.name for p in out.iterdir())
     monkeypatch.setitem(MODELS, "broken", recipe("broken", build="tests.models.test_prepare:failing_build"))
     with pytest.raises(RuntimeError, match="halfway"):
         prepare("broken", out, force=True)
-    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]  # the failed build changed nothing
+    assert sorted(p.name for p in out.iterdir()) == before  # the failed build changed nothing
     assert leftovers(tmp_path) == []  # and left no staging folder behind
 
     code, _ = run_cli(capsys, "prepare", fake, str(out), "--force")
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == [MANIFEST, "config.json", "model.safetensors"]
     assert leftovers(tmp_path) == []
+
+
+def test_force_never_empties_a_folder_admire_models_did_not_write(fake: str, capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "main.py").write_text("print('mine')")
+    code, err = run_cli(capsys, "prepare", fake, str(source), "--force")
+    assert code == 2 and err.count("\n") == 1 and "not a model directory admire models wrote" in err
+    assert sorted(p.name for p in source.iterdir()) == ["main.py"] and leftovers(tmp_path) == []
 
 
 def test_a_file_in_the_way_is_refused(fake: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prep = sub.add_parser("prepare", help="write model NAME to directory DIR (a temporary sibling, then renamed)")
     prep.add_argument("name", metavar="NAME", help="a model of `admire models list`, e.g. tiny-qwen2.5-vl")
     prep.add_argument("directory", metavar="DIR", help="the directory to write (must be absent or empty)")
-    prep.add_argument("--force", action="store_true", help="replace a non-empty DIR (after the new one is built)")
+    prep.add_argument("--force", action="store_true",
+                      help="replace a model directory admire models wrote (after the new one is built)")
     warm = sub.add_parser("warm-start", help="write BASE after a supervised warm start on the oracle demonstrations "
                                              "of a MiniWoB++ suite to DIR (verl starts from a model path)")
     warm.add_argument("base", metavar="BASE", help="a model directory, e.g. one `admire models prepare` wrote")

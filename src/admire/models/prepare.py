@@ -49,12 +49,22 @@ def check_installed(found: ModelRecipe) -> None:
         raise MissingExtra(f"model {found.name!r} needs {', '.join(absent)}: {found.install}")
 
 
+REPLACEABLE = (MANIFEST, "admire-warm-start.json")
+"""The records that mark a directory as written by ``admire models``: only such a directory is replaced."""
+
+
 def check_target(directory: Path, force: bool) -> None:
-    """Refuse a target that is a file, or a non-empty directory unless ``force``."""
+    """Refuse a target that is a file, or a non-empty directory unless ``force`` and it is a model directory
+    ``admire models`` wrote (its record is there): ``--force`` must never empty a folder of other files."""
     if directory.exists() and not directory.is_dir():
         raise PrepareError(f"{directory} exists and is not a directory; choose another DIR")
-    if directory.is_dir() and any(directory.iterdir()) and not force:
-        raise PrepareError(f"{directory} exists and is not empty; choose another DIR or pass --force to replace it")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not force:
+            raise PrepareError(f"{directory} exists and is not empty; choose another DIR or pass --force to replace "
+                               "it")
+        if not any((directory / record).is_file() for record in REPLACEABLE):
+            raise PrepareError(f"{directory} is not a model directory admire models wrote (no {MANIFEST}): --force "
+                               "replaces only those; choose another DIR, or empty this one yourself")
     reason = unwritable_reason(directory)  # the build is staged beside DIR, so DIR's parent must take it
     if reason:
         raise PrepareError(f"cannot write {directory}: {reason}")
