@@ -181,3 +181,9 @@ _fragments = st.sampled_from(
 def test_never_raises_on_adversarial_fragments(text: str) -> None:
     result = parse_model_output(text)
     assert result.format_valid == (result.action is not None)
+
+
+def test_an_answer_typing_a_lone_surrogate_is_a_format_error_not_an_action() -> None:
+    # Valid JSON ("\ud800") but no text: typed into a browser it crashed it, and no trajectory could hold it.
+    parsed = parse_model_output('Reason: r\nAction: {"action_type": "input_text", "index": 0, "text": "a\\ud800b"}')
+    assert parsed.action is None and "lone UTF-16 surrogate" in (parsed.error or "")

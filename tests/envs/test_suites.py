@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -15,6 +16,7 @@ from admire.envs.suites import (
     list_suites,
     load_suites,
 )
+from admire.types import Task
 
 
 def test_the_built_in_suites():
@@ -121,3 +123,26 @@ def test_without_a_pool_the_seeds_are_fresh_as_before():
     assert suite.train_tasks(12, epoch=2, seed=1) == suite.train_tasks(12, epoch=2, seed=1, instances_per_task=None)
     seeds = [t.seed for e in range(4) for t in suite.train_tasks(12, epoch=e, seed=1)]
     assert len(set(seeds)) == len(seeds)
+
+
+def test_a_goal_template_is_filled_without_str_format() -> None:
+    from admire.envs.goal_template import MAX_GOAL_TEMPLATE, fill_goal_template
+
+    assert fill_goal_template("Do: {utterance} {{now}}", "click {0.__class__}") == "Do: click {0.__class__} {now}"
+    assert fill_goal_template("{utterance} / {utterance}", "x") == "x / x"
+    for bad, phrase in [("{nope}", "may hold only {utterance}"), ("{utterance!r}", "'{utterance!r}'"),
+                        ("{utterance:>100000000}", "'{utterance:>100000000}'"), ("{utterance[0]}", "only"),
+                        ("{", "malformed"), ("no field", "must contain {utterance}"),
+                        ("{utterance}" + "x" * MAX_GOAL_TEMPLATE, f"at most {MAX_GOAL_TEMPLATE}")]:
+        with pytest.raises(ValueError, match=re.escape(phrase)):
+            fill_goal_template(bad, "goal")
+    with pytest.raises(ValueError, match=r"suite 'bad': goal_template may hold only"):
+        Suite("bad", ("miniwob/click-test",), goal_template="{utterance} {other}")
+
+
+def test_the_miniwob_env_refuses_a_bad_goal_template_before_any_browser() -> None:
+    from admire.envs.miniwob import check_task
+
+    with pytest.raises(ValueError, match="goal_template may hold only"):
+        check_task(Task(name="miniwob/click-test", params={"goal_template": "{utterance.__class__}"}))
+    assert check_task(Task(name="miniwob/click-test", params={"goal_template": "Follow: {utterance}"})) == "click-test"

@@ -162,6 +162,23 @@ def test_non_finite_task_params_are_refused(client: TestClient) -> None:
     assert_error(response, 422, "invalid_request", "params.x[0] must be a finite number")
 
 
+@pytest.mark.parametrize(("params", "phrase"), [
+    (b'{"x": "a\\ud800b"}', "params.x holds a lone UTF-16 surrogate"),
+    (b'{"\\udc00": 1}', "a key of params holds a lone UTF-16 surrogate"),
+    (b'{"goal_template": "{nope}"}', "goal_template may hold only {utterance}, got '{nope}'"),
+    (b'{"goal_template": "{utterance:>100000000}"}', "got '{utterance:>100000000}'"),
+    (b'{"goal_template": "{utterance.__class__}"}', "got '{utterance.__class__}'"),
+    (b'{"goal_template": "no field"}', "goal_template must contain {utterance}"),
+    (b'{"goal_template": 7}', "goal_template must be a string"),
+])
+def test_task_params_a_device_cannot_take_are_refused_before_a_device_is_leased(client: TestClient, params: bytes,
+                                                                                phrase: str) -> None:
+    response = client.post("/sessions", content=b'{"task": "fake/form", "params": ' + params + b"}",
+                           headers={"content-type": "application/json"})
+    assert_error(response, 422, "invalid_request", phrase)
+    assert all(device["session_id"] is None for device in client.get("/devices").json())
+
+
 def test_malformed_json_is_a_422(client: TestClient) -> None:
     response = client.post("/sessions", content=b'{"task": ', headers={"content-type": "application/json"})
     assert_error(response, 422, "invalid_request")

@@ -151,8 +151,15 @@ def _show(value: Any) -> str:
 
 
 def _bounded(text: str, name: str, limit: int, rule: str) -> str:
+    """``text`` when it is at most ``limit`` characters of real Unicode: a lone UTF-16 surrogate (valid JSON,
+    ``"\\ud800"``) typed into a browser crashed it, and no JSON trajectory can hold one."""
     if len(text) > limit:
         raise ActionError(rule, f"{name} is {len(text)} characters long; the limit is {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ActionError("bad_text" if name == "text" else rule,
+                          f"{name} holds a lone UTF-16 surrogate, which is not text") from None
     return text
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 from admire.actions import ActionError, validate_action
 from admire.envs.base import EnvCrashed, InvalidAction, StepResult
+from admire.envs.goal_template import fill_goal_template
 from admire.envs.miniwob_actions import HORIZONTAL_SCROLLS, SLEEP, ActionPlan, MiniwobOp, plan_action
 from admire.envs.miniwob_browser import (
     BrowserNotFound,
@@ -130,6 +131,9 @@ def check_task(task: Task) -> str:
     """The template of a MiniWoB task, or a ValueError that says what would have been right."""
     if task.backend != "miniwob" or "/" not in task.name:
         raise ValueError(f"the miniwob env runs tasks named 'miniwob/<task>', got {task.name!r}")
+    goal_template = task.params.get("goal_template")
+    if goal_template is not None:
+        fill_goal_template(goal_template, "")  # a bad one is refused here, before the browser is touched
     template = task.template
     known = miniwob_task_names()
     if template not in known:
@@ -483,7 +487,7 @@ class MiniWoBEnv:
         goal = page.utterance or (self._page.utterance if self._page is not None else "")
         template = self._task.params.get("goal_template") if self._task is not None else None
         if template:  # a suite's goal template (android-miniwob: AndroidWorld's MiniWoB family)
-            goal = str(template).format(utterance=goal)
+            goal = fill_goal_template(template, goal)
         return Observation(goal=goal, ui_elements=page.elements, screenshot=shot, step=self._steps)
 
     def _result(self, plan: ActionPlan, before: Page, after: Page) -> StepResult:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import yaml
 
+from admire.envs.goal_template import fill_goal_template
 from admire.types import Task
 
 SUITES_FILE = Path(__file__).with_name("suites.yaml")
@@ -38,7 +39,7 @@ class Suite:
     description: str = ""
     goal_template: str | None = None
     """Put into every task's ``params`` (``Task.params["goal_template"]``): a backend that honours it shows
-    the goal as ``goal_template.format(utterance=<its own goal>)``. ``android-miniwob`` uses AndroidWorld's
+    the goal as ``fill_goal_template(goal_template, <its own goal>)``. ``android-miniwob`` uses AndroidWorld's
     MiniWoB template, so MiniWoB++ episodes read as AndroidWorld's MiniWoB family does."""
 
     def __post_init__(self) -> None:
@@ -47,9 +48,11 @@ class Suite:
         bad = [t for t in self.tasks if "/" not in t]
         if bad:
             raise ValueError(f"suite {self.name!r}: task names are '<backend>/<task>', got {bad}")
-        if self.goal_template is not None and "{utterance}" not in self.goal_template:
-            raise ValueError(f"suite {self.name!r}: goal_template must contain '{{utterance}}', "
-                             f"got {self.goal_template!r}")
+        if self.goal_template is not None:
+            try:
+                fill_goal_template(self.goal_template, "")
+            except ValueError as error:
+                raise ValueError(f"suite {self.name!r}: {error}") from None
 
     @property
     def task_params(self) -> dict[str, Any]:

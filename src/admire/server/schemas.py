@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from admire.envs.goal_template import fill_goal_template
 from admire.server.views import DeviceState, EpisodeOutcome
 from admire.types import Action, Observation, Task
 
@@ -57,6 +58,8 @@ class CreateSession(Body):
     @classmethod
     def _finite_json(cls, value: dict[str, Any]) -> dict[str, Any]:
         _check_json(value, "params", 0)
+        if "goal_template" in value:  # filled into the goal on the device: refused here, not crashed there
+            fill_goal_template(value["goal_template"], "")
         return value
 
     def to_task(self) -> Task:
@@ -157,9 +160,21 @@ def _check_json(value: Any, where: str, depth: int) -> None:
         raise ValueError(f"{where} is nested deeper than {MAX_PARAM_DEPTH} levels")
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{where} must be a finite number, got {value}")
+    if isinstance(value, str):
+        _check_text(value, where)
     if isinstance(value, dict):
         for key, item in value.items():
+            _check_text(key, f"a key of {where}")
             _check_json(item, f"{where}.{key}", depth + 1)
     elif isinstance(value, list):
         for i, item in enumerate(value):
             _check_json(item, f"{where}[{i}]", depth + 1)
+
+
+def _check_text(value: str, where: str) -> None:
+    """Text a device can be handed: a lone UTF-16 surrogate (valid JSON, ``"\\ud800"``) is no Unicode text,
+    and it reaches a browser or a JSON file only to break it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where} holds a lone UTF-16 surrogate, which is not text; send valid Unicode") from None
