@@ -204,6 +204,9 @@ CLI_PROBES: list[CliProbe] = [
     CliProbe("concurrency-zero", ("serve", "--concurrency-limit", "0"), 2, r"--concurrency-limit must be between"),
     CliProbe("lease-ttl-nan", ("serve", "--lease-ttl", "nan"), 2, r"--lease-ttl must be a positive number"),
     CliProbe("lease-ttl-zero", ("serve", "--lease-ttl", "0"), 2, r"--lease-ttl must be a positive number"),
+    CliProbe("lease-ttl-tiny", ("serve", "--lease-ttl", "0.001"), 2, r"--lease-ttl must be at least 1 seconds"),
+    CliProbe("no-devices-no-max", ("serve", "--num-devices", "0"), 2, r"--num-devices 0 starts devices only on demand"),
+    CliProbe("token-too-short", ("serve", "--token", "x"), 2, r"the token has 1 character\(s\); at least 16"),
     CliProbe("call-timeout-inf", ("serve", "--call-timeout", "inf"), 2, r"--call-timeout must be a positive"),
     CliProbe("ray-cpus-negative", ("serve", "--ray-cpus-per-device", "-1"), 2, r"--ray-cpus-per-device must be"),
     CliProbe("empty-host", ("serve", "--host", " "), 2, r"--host is empty"),
@@ -255,7 +258,7 @@ def test_a_port_in_use_is_one_line_before_any_device_starts(tmp_path, capsys, mo
         run_cli_probe(probe, tmp_path, capsys, monkeypatch)
 
 
-@pytest.mark.parametrize("token", [None, "serve-token-1"])
+@pytest.mark.parametrize("token", [None, "serve-token-1-of-16"])
 def test_admire_serve_wires_the_host_check_on_loopback_and_the_token_elsewhere(token: str | None, tmp_path,
                                                                                monkeypatch) -> None:
     """The app ``admire serve`` runs: without a token it answers loopback names only; with one, the token guards."""

@@ -66,7 +66,7 @@ def test_the_dashboard_of_admire_serve_shows_its_devices_and_episodes(serve: str
 def test_with_a_token_the_dashboard_asks_for_a_login() -> None:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port", str(port),
-                               "--token", "s3cret", "--log-level", "warning"])
+                               "--token", "s3cret-s3cret-s3cret", "--log-level", "warning"])
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_idle(url, 1, server)
@@ -74,7 +74,8 @@ def test_with_a_token_the_dashboard_asks_for_a_login() -> None:
         with httpx.Client(base_url=url) as client:
             assert client.get("/ui/config").status_code == 401  # the page shows screens: not without a login
             assert client.post("/ui/login", data={"username": "admire", "password": "wrong"}).status_code == 400
-            assert client.post("/ui/login", data={"username": "admire", "password": "s3cret"}).status_code == 200
+            login = {"username": "admire", "password": "s3cret-s3cret-s3cret"}
+            assert client.post("/ui/login", data=login).status_code == 200
             assert client.get("/ui/config").status_code == 200
     finally:
         server.terminate()

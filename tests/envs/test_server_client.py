@@ -278,12 +278,12 @@ def test_admire_serve_serves_real_miniwob_devices_to_a_remote_env() -> None:
 
     port = free_port()
     command = [sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port", str(port),
-               "--token", "tok", "--log-level", "info"]
+               "--token", "tok-tok-tok-tok-tok", "--log-level", "info"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
-        with remote(url, token="tok") as env:
+        with remote(url, token="tok-tok-tok-tok-tok") as env:
             while not env.healthy():
                 assert server.poll() is None and time.monotonic() < deadline, "admire serve did not come up"
                 time.sleep(0.2)

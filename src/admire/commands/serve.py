@@ -122,6 +122,12 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve anywhere
 
 
+MIN_LEASE_TTL_S = 1.0
+"""Shortest lease: below a second a session's lease lapses between two of its own calls."""
+MIN_TOKEN_CHARS = 16
+"""Shortest bearer token (``openssl rand -hex 16`` gives 32)."""
+
+
 def check_exposure(host: str, token: str | None) -> None:
     """Refuse to expose devices beyond this machine without a token."""
     if not token and not is_loopback(host):
@@ -148,6 +154,12 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of {'CPUs' if 'cpus' in flag else 'seconds'}, "
                              f"got {value}; pass e.g. {flag} 1")
+    if args.lease_ttl < MIN_LEASE_TTL_S:
+        raise UsageError(f"--lease-ttl must be at least {MIN_LEASE_TTL_S:g} seconds, got {args.lease_ttl:g}: a "
+                         "shorter lease expires between a client's calls; pass e.g. --lease-ttl 300")
+    if args.num_devices == 0 and args.max_devices is None:
+        raise UsageError("--num-devices 0 starts devices only on demand, up to --max-devices; pass --max-devices N "
+                         "(or --num-devices 1 or more)")
     if args.max_devices is not None and args.max_devices < max(1, args.num_devices):
         raise UsageError(f"--max-devices ({args.max_devices}) must be >= --num-devices ({args.num_devices}); "
                          "raise --max-devices or lower --num-devices")
@@ -156,6 +168,9 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
     if token is not None and not all(33 <= ord(ch) <= 126 for ch in token):
         raise UsageError("the token must be printable ASCII without spaces (it travels in an HTTP header); "
                          "use e.g. $(openssl rand -hex 16)")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise UsageError(f"the token has {len(token)} character(s); at least {MIN_TOKEN_CHARS} are needed (a short "
+                         "one is guessed); use e.g. $(openssl rand -hex 16)")
     check_exposure(args.host, token)
     pages = [flag for name, flag in MINIWOB_FLAGS.items() if getattr(args, name, None) is not None]
     if pages and args.backend != MINIWOB:
