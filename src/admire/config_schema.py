@@ -80,11 +80,28 @@ def _suite(value: str) -> str:
         bad = [t for t in tasks if not _is_task_name(t)]
         if not tasks or bad:
             raise ValueError(f"an ad-hoc suite is comma-separated '<backend>/<task>' names, got {value!r}")
+        _check_miniwob_tasks([t for t in tasks if t.startswith("miniwob/")])
         return value
     known = list_suites()
     if value not in known:
         raise ValueError(f"unknown suite {value!r}{_did_you_mean(value, known)}; known suites: {', '.join(known)}")
     return value
+
+
+def _check_miniwob_tasks(tasks: list[str]) -> None:
+    """A MiniWoB++ task name the installed package does not have (``miniwob/click-tset``) is refused here,
+    with the close names, rather than by every episode's reset (excluded, so epochs of nothing trained).
+    Without the miniwob package installed the backend itself says so when the run starts."""
+    if not tasks:
+        return
+    try:
+        from admire.envs.miniwob import check_task
+    except ImportError:
+        return
+    from admire.types import Task
+
+    for task in tasks:
+        check_task(Task(name=task))
 
 
 def _is_task_name(name: str) -> bool:

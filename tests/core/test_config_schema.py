@@ -51,6 +51,7 @@ BAD = [
     ("milestone_reward.threshold=2", r"^milestone_reward\.threshold: must be less than or equal to 1"),
     ("milestone_reward.threshold=-0.5", r"^milestone_reward\.threshold: must be greater than or equal to 0"),
     ("env.suite=nope", r"^env\.suite: unknown suite 'nope'; known suites:"),
+    ("env.suite=miniwob/click-tset", r"^env\.suite: unknown MiniWoB task 'click-tset'; did you mean click-test"),
     ("env.suite=miniwob-dmeo", r"did you mean 'miniwob-demo'"),
     ("reward.mode=bogus", r"^reward\.mode: must be one of outcome, admire, judge"),
     ("env.max_envs=[0]", r"^env\.max_envs\[0\]: must be greater than or equal to 1"),
