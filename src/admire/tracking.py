@@ -160,15 +160,18 @@ def truncate_metrics(path: Path, before_step: int) -> None:
     ``before_step`` have a line — the checkpoint covers epochs whose metrics are gone — one warning says
     which: those numbers cannot be recreated without redoing the epochs, so the curve has a gap there.
     """
+    if before_step < 0:
+        raise ValueError(f"truncate_metrics: before_step must be >= 0, got {before_step}")
     if not path.exists():
         if before_step > 0:
-            _warn_missing(path, list(range(before_step)), before_step)
+            _warn_missing(path, [], before_step, before_step)
         return
     records, malformed, torn = _parse_metrics(path)
     kept = [r for r in records if r["step"] < before_step]
-    missing = sorted(set(range(before_step)) - {r["step"] for r in kept})
-    if missing:
-        _warn_missing(path, missing, before_step)
+    seen = {r["step"] for r in kept}
+    if len(seen) < before_step:  # never a set of every epoch: a checkpoint may claim a huge one
+        first = [step for step in range(min(before_step, len(seen) + 10)) if step not in seen][:10]
+        _warn_missing(path, first, before_step - len(seen), before_step)
     if len(kept) != len(records) or malformed or torn:  # torn: a kept last line needs its newline
         atomic_write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
@@ -213,12 +216,13 @@ def _check_line(raw: bytes) -> dict[str, Any] | str:
     return record
 
 
-def _warn_missing(path: Path, missing: list[int], covered: int) -> None:
-    shown = ", ".join(str(step) for step in missing[:10]) + (", ..." if len(missing) > 10 else "")
+def _warn_missing(path: Path, first: list[int], count: int, covered: int) -> None:
+    """``count`` epochs have no line; ``first`` are the first of them (up to ten)."""
+    shown = ", ".join(str(step) for step in (first or list(range(min(count, 10))))) + (", ..." if count > 10 else "")
     logger.warning(
         "%s has no metrics for %d of the %d epoch(s) the checkpoint covers (epoch %s); they cannot be "
         "recreated without the data, so the learning curve has a gap there",
-        path, len(missing), covered, shown,
+        path, count, covered, shown,
     )
 
 

@@ -470,3 +470,19 @@ def test_a_checkpoint_of_another_shape_is_a_checkpoint_error_on_restore(tmp_path
     with pytest.raises(CheckpointError, match="does not fit") as exc:
         restore(run.load_checkpoint() or {}, policy, optimizer, FakeBank(), random.Random())  # type: ignore[arg-type]
     one_line(exc)
+
+
+@pytest.mark.parametrize("state", [{"epoch": -1}, {"epoch": 10**30}, {"env_steps": -5}, {"epoch": "3"},
+                                   {"wall_s": float("nan")}])
+def test_a_checkpoint_whose_counters_are_impossible_is_refused_before_anything_follows_it(
+        tmp_path: Path, state: dict[str, Any]) -> None:
+    # The trainer cuts metrics.jsonl at the restored epoch: a negative one emptied it, a huge one exhausted memory.
+    run, _ = save_run(tmp_path)
+    loaded = run.load_checkpoint() or {}
+    tampered = {**loaded, "state": {**loaded["state"], **state}}
+    policy, bank = TinyPolicy(seed=5), FakeBank(50)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.05, betas=(0.8, 0.95))
+    with pytest.raises(CheckpointError, match=r"does not fit .*TrainState\.") as exc:
+        restore(tampered, policy, optimizer, bank, random.Random(0))  # type: ignore[arg-type]
+    one_line(exc)
+    assert bank.rolled_back_to is None  # nothing was restored

@@ -156,6 +156,26 @@ def test_metrics_missing_for_checkpointed_epochs_are_reported_once(tmp_path: Pat
     assert read_metrics(path) == [{"step": 0}]
 
 
+def test_a_checkpoint_claiming_a_huge_epoch_is_warned_about_without_listing_every_epoch(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "metrics.jsonl"
+    write_lines(path, '{"step": 0}', '{"step": 2}')
+    with caplog.at_level(logging.WARNING, logger="admire.tracking"):
+        truncate_metrics(path, before_step=10**30)  # a set of every epoch would be the whole memory
+    missing = [m for m in caplog.messages if "cannot be recreated" in m]
+    assert len(missing) == 1 and f"{10**30 - 2} of the {10**30} epoch(s)" in missing[0]
+    assert "epoch 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, ..." in missing[0]
+    assert read_metrics(path) == [{"step": 0}, {"step": 2}]
+
+
+def test_a_negative_step_is_refused_before_the_file_is_touched(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    write_lines(path, '{"step": 0}')
+    with pytest.raises(ValueError, match="before_step must be >= 0"):
+        truncate_metrics(path, before_step=-1)
+    assert read_metrics(path) == [{"step": 0}]
+
+
 def test_no_warning_when_the_checkpoint_covers_what_is_there(tmp_path: Path,
                                                              caplog: pytest.LogCaptureFixture) -> None:
     path = tmp_path / "metrics.jsonl"

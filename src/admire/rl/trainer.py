@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import inspect
 import logging
+import math
 import os
 import random
 import time
@@ -56,6 +57,11 @@ from admire.types import Task, Trajectory
 logger = logging.getLogger("admire.trainer")
 
 
+MAX_EPOCHS = 10_000_000
+MAX_ENV_STEPS = 10**15
+"""Bounds of a checkpoint's counters: far above any run, far below what would exhaust memory."""
+
+
 @dataclass
 class TrainState:
     """What a checkpoint restores besides the weights."""
@@ -65,6 +71,17 @@ class TrainState:
     wall_s: float = 0.0
     baseline: dict[str, float] | None = None
     warm_start: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        """A checkpoint's state is checked before anything on disk follows it (the metrics file is cut at
+        ``epoch``): a negative or absurd epoch or step count is a ``ValueError``."""
+        for name, limit in (("epoch", MAX_EPOCHS), ("env_steps", MAX_ENV_STEPS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+                raise ValueError(f"TrainState.{name} must be an integer in [0, {limit}], got {value!r}")
+        if isinstance(self.wall_s, bool) or not isinstance(self.wall_s, int | float) or not (
+                math.isfinite(self.wall_s) and self.wall_s >= 0):
+            raise ValueError(f"TrainState.wall_s must be a finite number >= 0, got {self.wall_s!r}")
 
 
 def train(
