@@ -168,7 +168,7 @@ def test_a_resumed_update_gives_the_same_tensors_as_an_uninterrupted_one(tmp_pat
     torch.manual_seed(1234)
     resumed, resumed_rng = TinyPolicy(seed=3), random.Random(3)
     resumed_optimizer = torch.optim.Adam(resumed.parameters(), lr=0.05, betas=(0.8, 0.95))
-    restore(run.load_checkpoint() or {}, resumed, resumed_optimizer, FakeBank(), resumed_rng)  # type: ignore[arg-type]
+    restore(run.load_checkpoint() or {}, resumed, resumed_optimizer, FakeBank(9), resumed_rng)  # type: ignore[arg-type]
     for _ in range(2):
         update(resumed, resumed_optimizer, resumed_rng)
     for (name, a), b in zip(policy.state_dict().items(), resumed.state_dict().values(), strict=True):
@@ -443,12 +443,12 @@ def test_convert_needs_trust_for_a_full_unpickle_and_then_resumes(tmp_path: Path
     # It resumes: restore into fresh objects and take a step, as from the old file itself.
     policy, optimizer, rng = TinyPolicy(seed=8), None, random.Random(0)
     optimizer = torch.optim.Adam(policy.parameters(), lr=0.05, betas=(0.8, 0.95))
-    state = restore(converted, policy, optimizer, FakeBank(), rng)  # type: ignore[arg-type]
+    state = restore(converted, policy, optimizer, FakeBank(9), rng)  # type: ignore[arg-type]
     assert state.epoch == 2 and state.baseline == {"mean": 0.1}
     update(policy, optimizer, rng)
     reference, reference_optimizer, reference_rng = TinyPolicy(seed=9), None, random.Random(1)
     reference_optimizer = torch.optim.Adam(reference.parameters(), lr=0.05, betas=(0.8, 0.95))
-    restore(old, reference, reference_optimizer, FakeBank(), reference_rng)  # type: ignore[arg-type]
+    restore(old, reference, reference_optimizer, FakeBank(9), reference_rng)  # type: ignore[arg-type]
     update(reference, reference_optimizer, reference_rng)
     assert torch.equal(policy.net[0].weight, reference.net[0].weight)
 
@@ -468,7 +468,7 @@ def test_a_checkpoint_of_another_shape_is_a_checkpoint_error_on_restore(tmp_path
     policy = TinyPolicy(hidden=6)
     optimizer = torch.optim.Adam(policy.parameters())
     with pytest.raises(CheckpointError, match="does not fit") as exc:
-        restore(run.load_checkpoint() or {}, policy, optimizer, FakeBank(), random.Random())  # type: ignore[arg-type]
+        restore(run.load_checkpoint() or {}, policy, optimizer, FakeBank(9), random.Random())  # type: ignore[arg-type]
     one_line(exc)
 
 
@@ -486,3 +486,16 @@ def test_a_checkpoint_whose_counters_are_impossible_is_refused_before_anything_f
         restore(tampered, policy, optimizer, bank, random.Random(0))  # type: ignore[arg-type]
     one_line(exc)
     assert bank.rolled_back_to is None  # nothing was restored
+
+
+def test_a_bank_behind_the_checkpoint_is_refused_before_anything_is_restored(tmp_path: Path) -> None:
+    # The checkpoint was taken at bank version 9; a bank at version 0 was deleted (or swapped) since.
+    run, _ = save_run(tmp_path)
+    policy, bank = TinyPolicy(seed=5), FakeBank(0)
+    before = {k: v.clone() for k, v in policy.state_dict().items() if isinstance(v, torch.Tensor)}
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.05, betas=(0.8, 0.95))
+    with pytest.raises(CheckpointError, match=r"bank version 9 but the run's bank is at version 0") as exc:
+        restore(run.load_checkpoint() or {}, policy, optimizer, bank, random.Random(0))  # type: ignore[arg-type]
+    one_line(exc)
+    assert bank.rolled_back_to is None
+    assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items() if k in before)

@@ -663,13 +663,17 @@ def restore(
 
     try:
         state = TrainState(**checkpoint["state"])
+        version = int(checkpoint["bank_version"])
+        if not 0 <= version <= bank.version:
+            raise CheckpointError(f"the checkpoint was taken at milestone bank version {version} but the run's bank "
+                                  f"is at version {bank.version} (deleted or replaced since); put the run's "
+                                  "milestones.sqlite back, or start a new run")
         policy.load_state_dict(checkpoint["policy"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         random.setstate(checkpoint["rng"]["python"])
         np.random.set_state(checkpoint["rng"]["numpy"])
         torch.set_rng_state(checkpoint["rng"]["torch"])
         rng.setstate(checkpoint["rng"]["update"])
-        version = int(checkpoint["bank_version"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         if isinstance(exc, CheckpointError):
             raise
