@@ -353,7 +353,7 @@ class TrainerSection(_Section):
     tasks_per_epoch: PosInt
     n_gpus_per_node: NonNegInt = 0
     eval_every: NonNegInt
-    eval_episodes: PosInt
+    eval_episodes: Annotated[int, Field(ge=1, le=100_000)]  # envs.suites.MAX_EVAL_EPISODES_PER_TASK
     threads: Annotated[int | str | None, AfterValidator(_threads)] = "auto"
     keep_checkpoints: PosInt = 3
     backend: Literal["cpu", "verl"] = "cpu"  # verl: admire.integrations.verl composes and starts verl's trainer

@@ -174,6 +174,8 @@ PROBES = [
              message=r"argument --episodes: must be a whole number >= 1, got -3"),
     CliProbe("eval-episodes-0", ("eval", "--checkpoint", "{tmp}", "--episodes", "0"),
              message=r"argument --episodes: must be a whole number >= 1, got 0"),
+    CliProbe("eval-episodes-huge", ("eval", "--checkpoint", "{tmp}", "--episodes", str(10**20)),
+             message=r"argument --episodes: must be at most 100000, got 100000000000000000000"),
     CliProbe("eval-episodes-abc", ("eval", "--checkpoint", "{tmp}", "--episodes", "abc"),
              message=r"argument --episodes: must be a whole number"),
     CliProbe("eval-max-envs-0", ("eval", "--checkpoint", "{tmp}", "--max-envs", "0"),

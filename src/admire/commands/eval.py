@@ -19,13 +19,24 @@ HELP = "evaluate a checkpoint (or a run directory) greedily on held-out seeds of
 
 
 def positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1 (``--episodes 0`` is refused, not read as 'unset')."""
+    """argparse type: a whole number >= 1 (``--max-envs 0`` is refused, not read as 'unset')."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text[:40]!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+    return value
+
+
+def episode_count(text: str) -> int:
+    """argparse type: ``positive_int`` up to ``MAX_EVAL_EPISODES_PER_TASK`` (``--episodes 10**20`` is refused,
+    not run until killed)."""
+    from admire.envs.suites import MAX_EVAL_EPISODES_PER_TASK
+
+    value = positive_int(text)
+    if value > MAX_EVAL_EPISODES_PER_TASK:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_EVAL_EPISODES_PER_TASK}, got {str(value)[:40]}")
     return value
 
 
@@ -33,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint", required=True,
                         help="a run directory (its latest checkpoint), its checkpoints/ folder or a checkpoint file")
     parser.add_argument("--suite", default=None, help="suite to evaluate on (default: the run's suite)")
-    parser.add_argument("--episodes", type=positive_int, default=None,
+    parser.add_argument("--episodes", type=episode_count, default=None,
                         help="held-out seeds per task, >= 1 (default: the run's trainer.eval_episodes)")
     parser.add_argument("--max-envs", type=positive_int, default=None,
                         help="browsers stepping concurrently, >= 1 (default: the run's env.max_envs)")

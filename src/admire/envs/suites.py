@@ -25,6 +25,8 @@ SUITES_FILE = Path(__file__).with_name("suites.yaml")
 TRAIN_SEEDS = range(0, 100_000)
 EVAL_SEED_START = 1_000_000
 DEFAULT_EVAL_EPISODES_PER_TASK = 20
+MAX_EVAL_EPISODES_PER_TASK = 100_000
+"""Held-out seeds per task at most: far beyond any table, and a typo of 10^20 fails at once, not after days."""
 ALL_TASKS = "all"
 
 Split = Literal["train", "eval"]
@@ -111,8 +113,8 @@ class Suite:
 
     def eval_tasks(self, per_task: int = DEFAULT_EVAL_EPISODES_PER_TASK) -> list[Task]:
         """The fixed evaluation set: seeds ``EVAL_SEED_START .. + per_task - 1`` of every template."""
-        if per_task < 0:
-            raise ValueError(f"per_task must be >= 0, got {per_task}")
+        if not 0 <= per_task <= MAX_EVAL_EPISODES_PER_TASK:
+            raise ValueError(f"per_task must be in [0, {MAX_EVAL_EPISODES_PER_TASK}], got {per_task}")
         return [Task(name=name, seed=EVAL_SEED_START + i, params=self.task_params)
                 for name in self.tasks for i in range(per_task)]
 
