@@ -69,7 +69,8 @@ def test_an_in_memory_bank_works() -> None:
         assert bank.get("k").milestones == ("x",)  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("milestones", [[], ["ok", ""], "a string", [3]])
+@pytest.mark.parametrize("milestones", [[], ["ok", ""], "a string", [3], ["x"] * 257, ["y" * 1001], ["a\ud800b"]],
+                         ids=["empty", "blank", "string", "number", "too-many", "too-long", "surrogate"])
 def test_bad_milestone_lists_are_refused(bank: MilestoneBank, milestones: object) -> None:
     with pytest.raises(ValueError, match="milestones for 'k'"):
         bank.put("k", milestones, provenance())  # type: ignore[arg-type]

@@ -41,6 +41,9 @@ MAX_CREATED_AT = 253_402_300_799.0
 """The last second of year 9999: later (or negative) times are not times a list was written, and
 ``datetime`` cannot show them."""
 MAX_EPOCH = 2**63 - 1
+MAX_PHRASES = 256
+"""Phrases per list at most (a generator writes up to eight; a hand-written static list may hold more)."""
+MAX_PHRASE_CHARS = 1000
 """SQLite's INTEGER range."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -402,12 +405,22 @@ def _check_key(key: object) -> str:
 
 
 def _check_milestones(milestones: object, what: str) -> tuple[str, ...]:
+    """The phrases, whitespace-normalised; at most ``MAX_PHRASES`` of at most ``MAX_PHRASE_CHARS`` characters
+    of real Unicode each (a list of a million phrases took minutes to show; a lone surrogate cannot be stored)."""
     if isinstance(milestones, str) or not isinstance(milestones, Sequence):
         raise ValueError(f"{what} must be a list of phrases, got {type(milestones).__name__}")
+    if len(milestones) > MAX_PHRASES:
+        raise ValueError(f"{what} hold {len(milestones)} phrases; a list holds at most {MAX_PHRASES}")
     phrases: list[str] = []
     for i, phrase in enumerate(milestones):
         if not isinstance(phrase, str) or not phrase.strip():
-            raise ValueError(f"{what}: phrase {i} must be a non-empty string, got {phrase!r}")
+            raise ValueError(f"{what}: phrase {i} must be a non-empty string, got {phrase!r:.80}")
+        if len(phrase) > MAX_PHRASE_CHARS:
+            raise ValueError(f"{what}: phrase {i} has {len(phrase)} characters; at most {MAX_PHRASE_CHARS}")
+        try:
+            phrase.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what}: phrase {i} holds a lone UTF-16 surrogate, which is not text") from None
         phrases.append(" ".join(phrase.split()))
     if not phrases:
         raise ValueError(f"{what} are empty; a milestone list needs at least one phrase")
