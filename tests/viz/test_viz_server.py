@@ -120,3 +120,19 @@ def test_lists_and_trajectory_pages_never_read_screenshot_bytes(client, run):
     assert client.get("/trajectories").status_code == 200
     page = client.get("/trajectory/train-0001-0")
     assert page.status_code == 200 and page.text.count("<img ") == 2
+
+
+def test_the_served_viewer_answers_only_its_own_host_names(run, monkeypatch) -> None:
+    # No login: a page that rebinds its domain to 127.0.0.1 must get nothing (DNS rebinding).
+    import uvicorn
+
+    from admire.viz import server
+
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(app))
+    server.serve(run.path, host="127.0.0.1", port=1)
+    client = TestClient(served[0], base_url="http://127.0.0.1:1")
+    assert client.get("/").status_code == 200
+    assert client.get("/", headers={"host": "localhost:8765"}).status_code == 200
+    refused = client.get("/", headers={"host": "attacker.example"})
+    assert refused.status_code == 400 and "bad_host" in refused.text

@@ -9,6 +9,7 @@ crashes the server.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -25,11 +26,18 @@ SECURITY_HEADERS = {
 }
 
 
-def create_app(run: RunData | str | Path) -> FastAPI:
+def create_app(run: RunData | str | Path, allowed_hosts: Collection[str] | None = None) -> FastAPI:
+    """The viewer's app; with ``allowed_hosts`` it answers only requests whose Host header names one of them
+    (``serve`` passes the loopback names and the address it binds): the viewer has no login, and a web page
+    that rebinds its own domain to 127.0.0.1 (DNS rebinding) would otherwise read the run."""
     data = run if isinstance(run, RunData) else RunData(run)
     links = render.ServerLinks()
     app = FastAPI(title=f"admire viz — {data.name}", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.data = data
+    if allowed_hosts is not None:
+        from admire.server.app import HostCheck
+
+        app.add_middleware(HostCheck, allowed=allowed_hosts)
 
     def page(title: str, body: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(render.document(title, body, links, data.name), status_code=status,
@@ -111,4 +119,7 @@ def serve(run: RunData | str | Path, host: str = "127.0.0.1", port: int = 8765) 
     """Run the viewer until interrupted (uvicorn, one process)."""
     import uvicorn
 
-    uvicorn.run(create_app(run), host=host, port=port, log_level="warning")
+    from admire.server.app import LOOPBACK_HOSTS
+
+    allowed = LOOPBACK_HOSTS | {host.strip("[]").lower()}
+    uvicorn.run(create_app(run, allowed_hosts=allowed), host=host, port=port, log_level="warning")
