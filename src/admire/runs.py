@@ -136,6 +136,10 @@ class RunDir:
                  for trajectory_id, breakdowns in rewards.items()]
         path = self.rewards_file(kind, epoch)
         path.parent.mkdir(parents=True, exist_ok=True)
+        inside = self.path.resolve()
+        if not path.parent.resolve().is_relative_to(inside):  # a symlinked folder would write elsewhere
+            raise ValueError(f"{path.parent} leads outside the run {self.path} (to {path.parent.resolve()}); "
+                             "remove that link, and reward files are written inside the run again")
         atomic_write_text(path, "".join(line + "\n" for line in lines))
         return path
 

@@ -160,3 +160,16 @@ def test_a_run_without_bank_or_metrics_still_reads(run):
     assert data.milestone_history() == {}
     assert data.curves()["success rate"] == []
     assert not run.bank.exists()  # reading never creates a bank
+
+
+def test_reward_files_are_never_written_through_a_link_that_leads_outside_the_run(tmp_path) -> None:
+    from admire.runs import RunDir
+
+    run = RunDir(tmp_path / "runs" / "r").create()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run.trajectories.mkdir(parents=True, exist_ok=True)
+    (run.trajectories / "rewards").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(ValueError, match="leads outside the run"):
+        run.write_rewards("train", 0, {}, source="test")
+    assert list(elsewhere.iterdir()) == []

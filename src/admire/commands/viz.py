@@ -136,6 +136,10 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
         lists = lists_in_force(history, scoring_epoch, data.name, data.update_before_reward)
         rewards = score_batch(usable, {key: version.milestones for key, version in lists.items()}, matcher, cfg,
                               max(scoring_epoch, 0))
-        data.run.write_rewards(kind, epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, RESCORED)
+        try:
+            data.run.write_rewards(kind, epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, RESCORED)
+        except ValueError as error:  # the rewards folder leads outside the run: nothing is written there
+            print(f"admire viz: reward breakdowns not written: {error}", file=sys.stderr)
+            return done
         done.append((kind, epoch, len(usable)))
     return done
