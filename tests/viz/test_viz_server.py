@@ -136,3 +136,27 @@ def test_the_served_viewer_answers_only_its_own_host_names(run, monkeypatch) -> 
     assert client.get("/", headers={"host": "localhost:8765"}).status_code == 200
     refused = client.get("/", headers={"host": "attacker.example"})
     assert refused.status_code == 400 and "bad_host" in refused.text
+
+
+def test_damaged_trajectory_files_leave_every_page_answering(run) -> None:
+    # One malformed line (or a directory named like a trajectory file) used to make every page a 500.
+    first = sorted(run.trajectories.glob("train_epoch_*.jsonl"))[0]
+    with first.open("ab") as handle:
+        handle.write(b'{"task": {"name": "x", "seed": 1e400}, "id": "a", "termination": "x", "steps": [1]}\n')
+        handle.write(b"\xff\x00 binary\n")
+        handle.write(b'{"task": {"name": "miniwob/x"}, "id": "b", "termination": "success", "steps": [{"a": 1}]}\n')
+    (run.trajectories / "train_epoch_0099.jsonl").mkdir()
+    client = TestClient(create_app(run.path), raise_server_exceptions=False)
+    for url in ("/", "/trajectories", "/milestones"):
+        assert client.get(url).status_code == 200, url
+    rows = client.app.state.data.rows()
+    assert [r.id for r in rows if r.id in ("a", "b")] == ["b"]  # the unreadable lines are left out
+    damaged = next(r for r in rows if r.id == "b")
+    page = client.get(f"/trajectory/{damaged.address}")
+    assert page.status_code == 422 and "not a readable trajectory" in page.text
+
+    from admire.viz.data import RunData
+    from admire.viz.export import export_html
+
+    data = RunData(run.path)
+    assert "not a readable trajectory" in export_html(data, rows=data.rows())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from html import escape as html_escape
 from pathlib import Path
 
 from admire.fileio import atomic_write_text, unwritable_reason
@@ -57,7 +58,12 @@ def export_html(data: RunData, rows: Sequence[TrajectoryRow] | None = None,
     ]
     for i, row in enumerate(rows):
         neighbours = (rows[i - 1] if i > 0 else None, rows[i + 1] if i + 1 < len(rows) else None)
-        sections.append(_page(f"t-{row.address}", render.trajectory_section(data, row, links, neighbours=neighbours)))
+        try:
+            section = render.trajectory_section(data, row, links, neighbours=neighbours)
+        except ValueError as exc:  # a damaged line: its page says so, the rest of the report is written
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            section = f"<p>{html_escape(row.address)} is not a readable trajectory: {html_escape(detail)}</p>"
+        sections.append(_page(f"t-{row.address}", section))
     sections.append(_page("milestones", render.milestones_index_section(data, links)))
     for key in sorted(keys):
         sections.append(_page(render.page_id_for_key(key), render.milestone_section(data, key, links)))

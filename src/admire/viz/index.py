@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import threading
@@ -19,6 +20,8 @@ from pathlib import Path
 
 FILE_PATTERN = re.compile(r"^(?P<kind>[a-z]+)_epoch_(?P<epoch>\d{4,})\.jsonl$")
 
+
+logger = logging.getLogger("admire.viz")
 
 @dataclass(frozen=True)
 class TrajectoryRow:
@@ -70,8 +73,8 @@ def index_file(path: Path, kind: str, epoch: int) -> list[TrajectoryRow]:
     with path.open("rb") as handle:
         for line in handle:
             length = len(line)
-            # A line that is not a trajectory (torn by a killed writer) is left out of the index.
-            with contextlib.suppress(ValueError, KeyError, TypeError):
+            # A line that is not a trajectory (torn by a killed writer, binary, of another shape) is left out.
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError, OverflowError):
                 rows.append(_row(json.loads(line), kind, epoch, len(rows), offset, length))
             offset += length
     return rows
@@ -137,7 +140,11 @@ class TrajectoryIndex:
                     continue
                 cached = self._files.get(path)
                 if cached is None or cached[0] != sig:
-                    cached = (sig, index_file(path, kind, epoch))
+                    try:
+                        cached = (sig, index_file(path, kind, epoch))
+                    except OSError as error:  # a directory or an unreadable file of that name: left out
+                        logger.warning("%s is left out of the viewer: %s", path, error.strerror or error)
+                        cached = (sig, [])
                     self._files[path] = cached
                 rows.extend(cached[1])
             for gone in set(self._files) - seen:

@@ -72,7 +72,12 @@ def create_app(run: RunData | str | Path, allowed_hosts: Collection[str] | None 
         except KeyError as exc:
             return error(404, str(exc.args[0]))
         neighbours = data.neighbours(data.rows(), row)
-        body = render.trajectory_section(data, row, links, neighbours=neighbours)
+        try:
+            body = render.trajectory_section(data, row, links, neighbours=neighbours)
+        except ValueError as exc:  # a line the index could read but that is no trajectory (hand-edited, damaged)
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return error(422, f"{row.address} (line {row.position + 1} of {row.kind}_epoch_{row.epoch:04d}.jsonl) is "
+                              f"not a readable trajectory: {detail}")
         return page(f"{row.task} {row.address}", body)
 
     @app.get("/milestones", response_class=HTMLResponse)
