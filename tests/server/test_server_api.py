@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from admire.server.app import create_app
 from admire.server.pool import DevicePool
+from admire.server.schemas import CLIENT_HEADER
 from admire.types import Observation
 from tests.support.fakes import FormEnv
 from tests.support.paths import REPO
@@ -100,6 +101,19 @@ def test_devices_are_listed_without_screenshot_bytes_which_have_their_own_url() 
         png = client.get("/devices/0/screenshot")
         assert (png.status_code, png.headers["content-type"], png.content) == (200, "image/png", FAKE_PNG)
         assert_error(client.get("/devices/1/screenshot"), 404, "no_screenshot", "device 1")
+
+
+def test_a_device_screen_is_shown_only_to_the_client_whose_session_leases_it() -> None:
+    with make_pool(ScreenshotEnv, num_devices=1) as pool:
+        app = create_app(pool)
+        owner, other = api(app), api(app)
+        other.headers[CLIENT_HEADER] = "another-client-0001"
+        sid = new_session(owner, screenshots=False)
+        assert owner.get("/devices/0/screenshot").status_code == 200
+        assert_error(other.get("/devices/0/screenshot"), 404, "no_screenshot", "not leased by this client")
+        assert other.get("/devices").json()[0]["screenshot_url"] is None
+        owner.delete(f"/sessions/{sid}")
+        assert_error(owner.get("/devices/0/screenshot"), 404, "no_screenshot")  # no lease: nobody's screen
 
 
 def test_observations_carry_the_png_only_when_the_session_asks() -> None:

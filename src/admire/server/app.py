@@ -145,16 +145,19 @@ def create_app(pool: DevicePool, *, token: str | None = None,
     def devices(client: MaybeClientId = None) -> list[DeviceInfo]:
         return [DeviceInfo(id=d.id, state=d.state, task=d.task, session_id=_own(d.session_id, d.owner, client),
                            restarts=d.restarts, failures=d.failures, last_change=d.last_change,
-                           screenshot_url=f"/devices/{d.id}/screenshot" if d.last_screenshot else None)
+                           screenshot_url=(f"/devices/{d.id}/screenshot" if d.last_screenshot
+                                           and _own(d.session_id, d.owner, client) else None))
                 for d in pool.devices()]
 
     @app.get("/devices/{device_id}/screenshot", dependencies=auth, summary="The device's last screenshot (PNG)",
              response_class=Response,
              responses={**_ERRORS, 200: {"content": {"image/png": {}}, "description": "PNG image"}})
-    def device_screenshot(device_id: Annotated[int, Path(ge=0, le=1_000_000)]) -> Response:
-        png = pool.device_screenshot(device_id)
-        if png is None:
-            return _error(404, "no_screenshot", f"device {device_id} does not exist or has taken no screenshot yet")
+    def device_screenshot(device_id: Annotated[int, Path(ge=0, le=1_000_000)],
+                          client: MaybeClientId = None) -> Response:
+        png = pool.device_screenshot(device_id, owner=client)
+        if png is None:  # another client's screen is as absent as a device that does not exist
+            return _error(404, "no_screenshot", f"device {device_id} does not exist, has taken no screenshot yet, or "
+                                                "is not leased by this client")
         return Response(content=png, media_type="image/png")
 
     @app.get("/episodes", response_model=list[EpisodeInfo], dependencies=auth, responses=_ERRORS,

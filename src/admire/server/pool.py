@@ -375,10 +375,16 @@ class DevicePool:
                              latency=latency, concurrency_limit=self.config.step_slots,
                              max_devices=self.config.devices_cap)
 
-    def device_screenshot(self, device_id: int) -> bytes | None:
+    def device_screenshot(self, device_id: int, owner: str | None = None) -> bytes | None:
+        """The device's last screenshot, for the owner of the session leasing it only: a screen shows what
+        that client's task shows. None for a device that does not exist, has no screenshot, is not leased, or
+        is leased by someone else (indistinguishable to the caller, so nothing is revealed)."""
         with self._lock:
             if 0 <= device_id < len(self._devices):
-                return self._devices[device_id].last_screenshot
+                device = self._devices[device_id]
+                leaser = self._owner_of(device.session_id) if device.session_id is not None else None
+                if device.session_id is not None and leaser == owner:
+                    return device.last_screenshot
         return None
 
     # ----------------------------------------------------------------------------------- life
