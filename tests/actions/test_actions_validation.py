@@ -107,9 +107,9 @@ REJECTED: list[tuple[object, str]] = [
     ({"action_type": "input_text", "text": "x" * (MAX_TEXT_CHARS + 1), "index": 2}, "text_too_long"),
     ({"action_type": "answer", "text": "x" * 60_000}, "text_too_long"),
     ({"action_type": "input_text", "text": "a\ud800b", "index": 2}, "bad_text"),  # a lone surrogate: no text
-    ({"action_type": "open_app", "app_name": "Set\udc00tings"}, "missing_app_name"),
+    ({"action_type": "open_app", "app_name": "Set\udc00tings"}, "bad_text"),
     ({"action_type": "input_text", "text": 10**5000, "index": 2}, "text_too_long"),
-    ({"action_type": "open_app", "app_name": "A" * (MAX_APP_NAME_CHARS + 1)}, "missing_app_name"),
+    ({"action_type": "open_app", "app_name": "A" * (MAX_APP_NAME_CHARS + 1)}, "app_name_too_long"),
     ({"action_type": "keyboard_enter", "keycode": "KEYCODE_" + "X" * MAX_KEYCODE_CHARS}, "bad_keycode"),
     ({"action_type": "click", "index": MAX_INDEX + 1}, "bad_index"),
     ({"action_type": "click", "index": "9" * 5000}, "bad_index"),

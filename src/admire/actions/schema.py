@@ -52,8 +52,8 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     Rules (each ``ActionError.rule``): ``not_an_object``, ``missing_action_type``,
     ``unknown_action_type``, ``unknown_key``, ``index_and_coordinates``, ``bad_index``,
     ``bad_coordinates``, ``missing_target``, ``bad_direction``, ``missing_direction``, ``missing_text``,
-    ``bad_text``, ``text_too_long``, ``missing_app_name``, ``bad_goal_status``, ``missing_goal_status``,
-    ``bad_keycode``, ``bad_clear_text``.
+    ``bad_text``, ``text_too_long``, ``missing_app_name``, ``app_name_too_long``, ``bad_goal_status``,
+    ``missing_goal_status``, ``bad_keycode``, ``bad_clear_text``.
 
     Every string is bounded (text by MAX_TEXT_CHARS, app_name and keycode too), so one action cannot
     occupy a device for long: a policy's too-long text is a format-invalid action (a format penalty),
@@ -112,7 +112,7 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     if app is not None:
         if not isinstance(app, str) or not app.strip():
             raise ActionError("missing_app_name", "app_name must be a non-empty string")
-        out["app_name"] = _bounded(app.strip(), "app_name", MAX_APP_NAME_CHARS, "missing_app_name")
+        out["app_name"] = _bounded(app.strip(), "app_name", MAX_APP_NAME_CHARS, "app_name_too_long")
     elif kind == "open_app":
         raise ActionError("missing_app_name", "an open_app action needs app_name")
 
@@ -158,8 +158,7 @@ def _bounded(text: str, name: str, limit: int, rule: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ActionError("bad_text" if name == "text" else rule,
-                          f"{name} holds a lone UTF-16 surrogate, which is not text") from None
+        raise ActionError("bad_text", f"{name} holds a lone UTF-16 surrogate, which is not text") from None
     return text
 
 
