@@ -306,6 +306,32 @@ def test_a_repeated_request_id_returns_the_same_session() -> None:
         assert [d.state for d in pool.devices()] == ["leased"]
 
 
+class SlowResetEnv(FormEnv):
+    """A reset that waits for ``go``: holds a session's creation in flight."""
+
+    def __init__(self, started: threading.Semaphore, go: threading.Event) -> None:
+        super().__init__()
+        self.started, self.go = started, go
+
+    def reset(self, task):
+        self.started.release()
+        self.go.wait(30)
+        return super().reset(task)
+
+
+def test_one_request_id_sent_twice_at_once_leases_one_device() -> None:
+    started, go = threading.Semaphore(0), threading.Event()
+    with make_pool(lambda: SlowResetEnv(started, go), num_devices=2, max_devices=2) as pool, \
+            ThreadPoolExecutor(2) as workers:
+        first = workers.submit(pool.create_session, form_task(), request_id="same", owner="client-0001")
+        assert started.acquire(timeout=10)  # the first creation is resetting its device
+        second = workers.submit(pool.create_session, form_task(), request_id="same", owner="client-0001")
+        assert not started.acquire(timeout=0.5)  # the second waits instead of leasing another device
+        go.set()
+        assert first.result(10).session_id == second.result(10).session_id
+        assert sorted(d.state for d in pool.devices()) == ["idle", "leased"]
+
+
 def test_every_episode_is_recorded_once_with_its_outcome() -> None:
     factory = RecordingFactory()
     factory.make = lambda: FormEnv(crash_on_step=1 if len(factory.envs) == 2 else None)  # device 2 crashes

@@ -188,6 +188,7 @@ class DevicePool:
         self._devices: list[_Device] = []
         self._sessions: dict[str, _Session] = {}
         self._by_request: dict[tuple[str | None, str], str] = {}
+        self._creating: dict[tuple[str | None, str], threading.Event] = {}  # request ids whose session is starting
         self._expired: OrderedDict[str, str | None] = OrderedDict()  # session id -> its owner
         self._episodes: OrderedDict[str, EpisodeView] = OrderedDict()
         self._slots = threading.BoundedSemaphore(self.config.step_slots)
@@ -217,10 +218,28 @@ class DevicePool:
         if self.backend is not None and task.backend != self.backend:
             raise TaskRejected(f"this server runs {self.backend!r} tasks ('{self.backend}/<task>'); "
                                f"got {task.name!r}")
-        if request_id is not None:
+        if request_id is None:
+            return self._create_session(task, screenshots, None, owner)
+        key = (owner, request_id)
+        while True:  # a request id in flight is waited for: two concurrent sends of one request lease one device
             replay = self._replay_creation(request_id, owner, task, screenshots)
             if replay is not None:
                 return replay
+            with self._lock:
+                pending = self._creating.get(key)
+                if pending is None:
+                    self._creating[key] = threading.Event()
+                    break
+            pending.wait(timeout=1.0)
+            self._check_open()
+        try:
+            return self._create_session(task, screenshots, request_id, owner)
+        finally:
+            with self._lock:
+                self._creating.pop(key).set()
+
+    def _create_session(self, task: Task, screenshots: bool, request_id: str | None,
+                        owner: str | None) -> SessionStart:
         self.reclaim_expired()
         session_id = uuid.uuid4().hex
         device = self._lease(session_id, task)
