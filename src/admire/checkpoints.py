@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from admire.fileio import atomic_write_bytes
+from admire.fileio import UnreadableFile, atomic_write_bytes, read_bounded
 
 __all__ = [
     "FORMAT",
@@ -235,7 +235,7 @@ def resolve(path: str | Path) -> tuple[Path, str | None]:
 def load(path: str | Path) -> dict[str, Any]:
     """The saved state, tensors on the CPU, with the types it was saved with. Nothing is unpickled."""
     entry, expected_sha = resolve(path)
-    raw = _read(entry)
+    raw = _read(entry, MAX_DOCUMENT_BYTES)
     if expected_sha is not None and _sha256(raw) != expected_sha:
         raise CheckpointError(f"{entry} does not match the sha256 {LATEST} records (changed or half-copied); "
                               "restore it or pass another checkpoint")
@@ -279,7 +279,7 @@ def _checkpoints_folder(path: Path) -> Path:
 
 
 def _follow_latest(pointer: Path) -> tuple[Path, str | None]:
-    document = _parse_json(_read(pointer), pointer)
+    document = _parse_json(_read(pointer, MAX_DOCUMENT_BYTES), pointer)
     _check_header(document, pointer)
     name = document.get("entry")
     sha = document.get("entry_sha256")
@@ -307,9 +307,18 @@ def _check_header(document: Any, path: Path) -> None:
                               f"{VERSION}; use the admire that wrote it")
 
 
-def _read(path: Path) -> bytes:
+MAX_TENSORS_BYTES = 64 << 30
+"""A checkpoint's safetensors file may be at most 64 GiB (the CPU trainer's policies are megabytes; a LoRA
+adapter of a 7B model is well under a gigabyte)."""
+MAX_DOCUMENT_BYTES = 256 << 20
+"""Its JSON entry and ``latest.json`` at most 256 MiB (they hold the tree, the RNG states, the bank version)."""
+
+
+def _read(path: Path, limit: int = MAX_TENSORS_BYTES) -> bytes:
     try:
-        return path.read_bytes()
+        return read_bounded(path, limit, "checkpoint file")
+    except UnreadableFile as exc:
+        raise CheckpointError(str(exc)) from None
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint file at {path}") from None
     except OSError as exc:

@@ -98,3 +98,26 @@ def unwritable_reason(target: str | Path) -> str | None:
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} is not writable"
     return None
+
+
+class UnreadableFile(ValueError):
+    """A file that is not a regular file or is larger than its kind may be: read, it would block forever (a
+    FIFO) or fill the memory (``/dev/zero``, a huge file)."""
+
+
+def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, else ``UnreadableFile``
+    naming it (``FileNotFoundError`` and other ``OSError``s pass through for the caller's message). The
+    file is opened first and checked on its descriptor, so a swap between the check and the read cannot
+    hand over another file; the read stops one byte past the size it had then."""
+    target = Path(path)
+    with open(target, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(f"{target} is not a regular file (a FIFO, device or socket); give the {what} itself")
+        if info.st_size > limit:
+            raise UnreadableFile(f"{target} is {info.st_size} bytes; a {what} may be at most {limit}")
+        data = handle.read(info.st_size + 1)  # one byte more than it said: a file still growing is noticed
+    if len(data) > info.st_size:
+        raise UnreadableFile(f"{target} grew while being read; give a {what} that is complete")
+    return data

@@ -24,10 +24,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from admire.fileio import atomic_write_bytes, atomic_write_text
+from admire.fileio import atomic_write_bytes, atomic_write_text, read_bounded
 from admire.types import RewardBreakdown, Trajectory
 
 __all__ = ["RunDir", "atomic_write_bytes", "atomic_write_text"]
+
+
+MAX_TRAJECTORY_FILE_BYTES = 1 << 30
+"""One epoch's trajectory file may be at most 1 GiB (screenshots are stored beside it, not in it)."""
 
 
 class RunDir:
@@ -91,7 +95,8 @@ class RunDir:
         path = self.trajectory_file(kind, epoch)
         if not path.exists():
             return None
-        return [Trajectory.from_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        text = read_bounded(path, MAX_TRAJECTORY_FILE_BYTES, "trajectory file").decode("utf-8")
+        return [Trajectory.from_json(line) for line in text.splitlines() if line]
 
     def trajectory_epochs(self, kind: str) -> list[int]:
         return sorted(int(p.stem.rsplit("_", 1)[1]) for p in self.trajectories.glob(f"{kind}_epoch_*.jsonl"))

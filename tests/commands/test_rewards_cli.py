@@ -325,6 +325,18 @@ BAD_FILES: dict[str, tuple[str | None, str]] = {
 }
 
 
+def test_a_fifo_or_a_device_is_refused_unread(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              encoder: ExactTextEncoder) -> None:
+    # Read, a FIFO would block forever and /dev/zero would fill the memory.
+    import os
+
+    fifo = tmp_path / "batch.jsonl"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        code, _, err = run_rewards(capsys, str(path))
+        assert_refused(code, err, "is not a regular file", encoder)
+
+
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_a_bad_trajectory_file_is_one_line_and_exit_2(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      encoder: ExactTextEncoder) -> None:

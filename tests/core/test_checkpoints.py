@@ -499,3 +499,15 @@ def test_a_bank_behind_the_checkpoint_is_refused_before_anything_is_restored(tmp
     one_line(exc)
     assert bank.rolled_back_to is None
     assert all(torch.equal(before[k], v) for k, v in policy.state_dict().items() if k in before)
+
+
+def test_a_fifo_in_place_of_a_checkpoint_file_is_refused_unread(tmp_path: Path) -> None:
+    import os
+
+    run, _ = save_run(tmp_path)
+    (tensors,) = run.checkpoints.glob("*.safetensors")
+    tensors.unlink()
+    os.mkfifo(tensors)  # read, it would block forever
+    with pytest.raises(CheckpointError, match="is not a regular file") as exc:
+        run.load_checkpoint()
+    one_line(exc)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from admire.fileio import UnreadableFile, read_bounded
+
 if TYPE_CHECKING:  # the method modules are imported inside run(), so `admire --help` stays instant
     from admire.embeddings import Encoder
     from admire.milestones.bank import MilestoneBank
@@ -365,13 +367,19 @@ def read_trajectories(path: Path) -> list[Trajectory]:
     return trajectories
 
 
+MAX_INPUT_BYTES = 1 << 30
+"""A trajectory or milestone file read by ``admire rewards`` may be at most 1 GiB (a run's epoch is megabytes)."""
+
+
 def _read_text(path: Path, what: str, fix: str) -> str:
     if not path.exists():
         raise InputError(f"no {what} at {path}; {fix}")
     if path.is_dir():
         raise InputError(f"{path} is a directory, not a {what}; {fix}")
     try:
-        return path.read_text(encoding="utf-8")
+        return read_bounded(path, MAX_INPUT_BYTES, what).decode("utf-8")
+    except UnreadableFile as error:
+        raise InputError(f"{error}; {fix}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; {fix}") from None
     except OSError as error:
