@@ -286,3 +286,23 @@ def test_a_token_policy_trains_per_token_and_learns(tmp_path: Path, monkeypatch:
 def test_an_unknown_loss_agg_mode_is_refused_before_training(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="loss_agg_mode"):
         check_config(load_config(overrides=[*FAKE, "actor_rollout_ref.actor.loss_agg_mode=sum"]))
+
+
+def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # No browser can start: every episode is an env error. Checkpointing that epoch would skip it on resume.
+    from admire.envs.base import EnvCrashed
+    from admire.rl.trainer import NoUsableEpisodes
+
+    class NoBrowser(SeededFormEnv):
+        def reset(self, task: Task) -> Observation:
+            raise EnvCrashed("chromium did not start")
+
+    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    with pytest.raises(NoUsableEpisodes, match=r"epoch 0: all 16 episodes failed in their environment"):
+        run_training(tmp_path)
+    run = RunDir(tmp_path / "run")
+    assert run.load_checkpoint() is None and not run.summary.exists()
+    code = main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=cli", "trainer.threads=1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "admire train: error: epoch 0: all 16 episodes failed" in err and "Traceback" not in err

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.config import load_config
     from admire.report import print_summary
-    from admire.rl.trainer import check_config, train
+    from admire.rl.trainer import NoUsableEpisodes, check_config, train
     from admire.runs import RunDir, atomic_write_text
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -97,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
             summary = train(cfg, run_dir, console=console)
     except (Terminated, KeyboardInterrupt) as exc:
         return report_stop("train", exc, f"admire train resume={run_dir.path}")
+    except NoUsableEpisodes as exc:
+        print(f"admire train: error: {exc}", file=sys.stderr)
+        return 1
     print_summary(summary, console)
     return 0
 

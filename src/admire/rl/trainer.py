@@ -57,6 +57,14 @@ from admire.types import Task, Trajectory
 logger = logging.getLogger("admire.trainer")
 
 
+class NoUsableEpisodes(RuntimeError):
+    """An epoch whose every episode was an environment error: training stops rather than checkpoint nothing."""
+
+
+def specs_of(cfg: DictConfig) -> str:
+    return str(cfg.env.src[0] if OmegaConf.is_list(cfg.env.src) else cfg.env.src)
+
+
 MAX_EPOCHS = 10_000_000
 MAX_ENV_STEPS = 10**15
 """Bounds of a checkpoint's counters: far above any run, far below what would exhaust memory."""
@@ -164,6 +172,12 @@ def train(
                                                            len(requests)))
                 run.write_trajectories("train", epoch, trajectories)
             usable = [t for t in trajectories if not t.excluded]
+            if trajectories and not usable:  # no browser started, or every one crashed: nothing to learn from
+                errors = sorted({str(t.info.get("env_error", "env error"))[:200] for t in trajectories})
+                raise NoUsableEpisodes(f"epoch {epoch}: all {len(trajectories)} episodes failed in their environment "
+                                       f"({'; '.join(errors[:3])}); nothing was trained or checkpointed. Check the "
+                                       f"backend with `python -m admire.envs.check_env {specs_of(cfg)}`, then "
+                                       f"`admire train resume={run.path}`")
 
             # 2. Milestones: the bank is updated from this batch's successes *before* the batch is scored
             # (method.md §2, order; after it with milestone_reward.update_before_reward=false), then
