@@ -71,6 +71,10 @@ def _finite(value: float) -> float:
     return value
 
 
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+"""The variable an LLM service's key is read from unless ``api_key_env`` names another."""
+
+
 def _suite(value: str) -> str:
     """A built-in suite, or an ad-hoc comma-separated list of ``<backend>/<task>`` names."""
     from admire.envs.suites import list_suites
@@ -365,7 +369,7 @@ class TrainerSection(_Section):
 class JudgeSection(_Section):
     base_url: str | None = None
     model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = DEFAULT_API_KEY_ENV
     timeout: Positive = 30
     max_retries: NonNegInt = 3
     max_steps_per_call: PosInt | None = None
@@ -374,7 +378,7 @@ class JudgeSection(_Section):
 class LLMSection(_Section):
     base_url: str | None = None
     model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = DEFAULT_API_KEY_ENV
     timeout: Positive = 30
     max_retries: NonNegInt = 3
 

@@ -306,3 +306,49 @@ def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
     code = main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=cli", "trainer.threads=1"])
     err = capsys.readouterr().err
     assert code == 1 and "admire train: error: epoch 0: all 16 episodes failed" in err and "Traceback" not in err
+
+
+def test_resuming_a_hostile_run_folder_sends_no_key_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # A folder someone hands you: its config sends $THEIR_PICK to their listener. Nothing may reach it.
+    import socket
+    import threading
+
+    import yaml
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            received.append(connection.recv(4096))
+            connection.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=handed", "trainer.total_epochs=1"]) == 0
+        config_path = tmp_path / "handed" / "config.yaml"
+        config = yaml.safe_load(config_path.read_text())
+        config["reward"]["mode"] = "judge"
+        config["reward"]["judge"].update(base_url=f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
+                                         api_key_env="THEIR_PICK")
+        config_path.write_text(yaml.safe_dump(config))
+        monkeypatch.setenv("THEIR_PICK", "s3cret-value")
+        code = main(["train", f"resume={tmp_path / 'handed'}", "trainer.total_epochs=2"])
+        err = capsys.readouterr().err
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert code == 2 and "a run folder does not choose where a key goes" in err
+    assert "reward.judge.base_url=http://127.0.0.1:" in err and "reward.judge.api_key_env=THEIR_PICK" in err
+    assert received == []

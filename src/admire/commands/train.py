@@ -288,6 +288,7 @@ def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any
     run_dir = RunDir(resume)
     load_run_config(run_dir.path)  # "not a run directory" before anything about the overrides
     pairs = check_resume_overrides(overrides)
+    check_credential_endpoints(load_run_config(run_dir.path), {key for key, _ in pairs})
     cfg = load_run_config(run_dir.path, overrides)
     check_config(cfg)
     check_files(cfg, fresh=False)
@@ -296,6 +297,36 @@ def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any
         value = OmegaConf.select(cfg, key)
         changed[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     return run_dir, cfg, changed
+
+
+CREDENTIAL_SERVICES = (("reward.judge", "reward.mode", "judge"), ("milestone_reward.llm", "milestone_reward.generator",
+                                                                    "llm"))
+"""The services a run calls with an API key: (section, the key that turns it on, the value that does)."""
+
+
+def check_credential_endpoints(stored: Any, given: set[str]) -> None:
+    """A run folder never chooses where a secret goes. When a resumed run calls an LLM service whose
+    ``base_url`` its ``config.yaml`` sets, or whose key comes from another variable than the default, this
+    invocation must name them on its command line: otherwise a folder someone hands you could send the
+    variable its ``api_key_env`` names to an address of their choosing. ``ValueError``: one line, the fix."""
+    from omegaconf import OmegaConf
+
+    from admire.config_schema import DEFAULT_API_KEY_ENV
+
+    for section, switch, on in CREDENTIAL_SERVICES:
+        if str(OmegaConf.select(stored, switch, default="")) != on:
+            continue
+        url = OmegaConf.select(stored, f"{section}.base_url", default=None)
+        key_env = OmegaConf.select(stored, f"{section}.api_key_env", default=DEFAULT_API_KEY_ENV)
+        unconfirmed = []
+        if url and f"{section}.base_url" not in given:
+            unconfirmed.append(f"{section}.base_url={url}")
+        if key_env != DEFAULT_API_KEY_ENV and f"{section}.api_key_env" not in given:
+            unconfirmed.append(f"{section}.api_key_env={key_env}")
+        if unconfirmed:
+            raise ValueError(f"resume: this run's config.yaml would send ${key_env} to "
+                             f"{url or '$OPENAI_BASE_URL'}; a run folder does not choose where a key goes: confirm "
+                             f"with {' '.join(unconfirmed)} on the command line (or give your own values)")
 
 
 def finished(run_dir: Any, cfg: Any) -> str | None:
