@@ -52,7 +52,7 @@ def test_android_miniwob_is_androidworlds_miniwob_subset_with_its_goal_template(
 
 
 def test_a_goal_template_without_the_utterance_is_refused(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"must contain '\{utterance\}'"):
+    with pytest.raises(ValueError, match=r"suite 'x': goal_template must contain \{utterance\}"):
         Suite(name="x", tasks=("miniwob/click-test",), goal_template="Do it")
     path = tmp_path / "suites.yaml"
     path.write_text("mine:\n  backend: miniwob\n  goal_template: 'Now: {utterance}'\n  tasks: [click-test]\n")

@@ -2,7 +2,7 @@
 
 Why this exists instead of ``model.generate`` plus a scoring forward (the measurements are in
 docs/lm-policy.md): on two CPU cores, a batch of eight GUI prompts spends its time in four places that
-``generate`` cannot avoid and that this module does:
+``generate`` cannot avoid, and one more this module adds:
 
 * **The same system turn, prefilled again for every row and every step.** 473 of a 576-token prompt are
   the fixed system turn (the action list and the answer format). Its keys and values are computed once per
@@ -19,10 +19,9 @@ docs/lm-policy.md): on two CPU cores, a batch of eight GUI prompts spends its ti
   ``softmax(logits / temperature)`` over the trained weights; when the sampled ids are the canonical
   tokenization of the decoded text (the usual case), those are the log-probs PPO needs and no re-scoring
   forward runs. Rows that are not canonical are re-scored by the caller.
-
-* **Decoding in float32 when the CPU multiplies bfloat16 natively.** A decode step multiplies eight rows
-  by every weight; in float32 that runs at a fraction of memory speed, in bfloat16 (AVX-512 BF16, AMX)
-  about twice as fast. :class:`LowPrecisionCopy` keeps a bfloat16 copy of the trained weights (LoRA merged
+* **Decoding in bfloat16 where the CPU multiplies it natively.** A decode step multiplies eight rows by
+  every weight; in float32 that runs at a fraction of memory speed, in bfloat16 (AVX-512 BF16, AMX) about
+  twice as fast. :class:`LowPrecisionCopy` keeps a bfloat16 copy of the trained weights (LoRA merged
   in), refreshed when they change, to draft the answers with (:func:`sample_and_verify`): the prompts are
   prefilled in the policy's precision, the copy decodes from that cache, and one forward of the trained
   weights over the drafted answers gives their log-probs; the per-token gap between the two (the
@@ -127,9 +126,6 @@ class PrefixCache:
         if key != self._key:
             self._layers, self._key = _prefill(network, ids), key
         return self._layers
-
-    def clear(self) -> None:
-        self._key, self._layers = None, []
 
 
 def _prefill(network: nn.Module, ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
