@@ -3,6 +3,7 @@ entropy per token, aggregated as ``loss_agg`` says (token_mean, seq_mean, seq_me
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 
@@ -104,14 +105,61 @@ def test_the_three_aggregations_weigh_tokens_as_named() -> None:
     assert float(seq.sum()) == pytest.approx(1.0)
 
 
-def test_approx_kl_is_the_token_mean_of_k3_after_the_update() -> None:
+def test_approx_kl_is_the_token_mean_of_k3_after_the_update_when_target_kl_reads_it() -> None:
     policy = TokenBandit()
     samples = [token_sample(policy, "01", 1.0), token_sample(policy, "2", -1.0)]
-    stats = sgd(policy, samples, lr=0.5)
+    stats = sgd(policy, samples, lr=0.5, target_kl=100.0)
     new = torch.log_softmax(policy.z.detach(), dim=0)
     log_ratio = torch.tensor([float(new[int(ch)]) - o for s in samples
                               for ch, o in zip(s.decision.text, s.old_token_log_probs, strict=True)])
     assert stats["approx_kl"] == pytest.approx(float((log_ratio.exp() - 1 - log_ratio).mean()), abs=1e-6)
+
+
+def test_with_no_kl_key_approx_kl_is_the_minibatches_kl_before_their_steps() -> None:
+    # No key reads the KL, so it is not measured by scoring the batch again: the logged value is the mean,
+    # over minibatches, of each one's KL before its step (here e^0.3 per token against the old log-probs).
+    policy = TokenBandit()
+    samples = [token_sample(policy, "01", 1.0, shift=0.3), token_sample(policy, "2", -1.0, shift=0.3)]
+    stats = sgd(policy, samples, lr=0.5)
+    assert stats["approx_kl"] == pytest.approx(math.exp(0.3) - 1 - 0.3, abs=1e-6)
+
+
+class CountingBandit(TokenBandit):
+    """Remembers which texts it was asked to score."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scored: list[str] = []
+
+    def token_log_probs_and_entropy(self, decisions: Sequence[Decision]):
+        self.scored.extend(d.text for d in decisions)
+        return super().token_log_probs_and_entropy(decisions)
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_mean_token_sum"])
+def test_a_step_with_zero_advantage_is_not_scored_and_the_update_is_the_same(loss_agg: str) -> None:
+    # Its surrogate is 0·ρ: it adds nothing to the gradient, but its tokens still count in the aggregation.
+    # The comparison scores it with an advantage too small to matter, so both updates take the same step.
+    results = []
+    for zero in (0.0, 1e-30):
+        policy = CountingBandit()
+        samples = [token_sample(policy, "021", 1.0, shift=0.3), token_sample(policy, "33", zero),
+                   token_sample(policy, "1", -0.5), token_sample(policy, "2", zero)]
+        stats = sgd(policy, samples, lr=0.5, loss_agg=loss_agg)
+        results.append((policy.z.detach().clone(), sorted(policy.scored), stats))
+    (skipped, scored_texts, stats), (full, all_texts, _) = results
+    assert scored_texts == ["021", "1"] and all_texts == ["021", "1", "2", "33"]
+    assert stats["scored_frac"] == 0.5
+    assert torch.allclose(skipped, full, atol=1e-6) and not torch.allclose(full, torch.zeros(4))
+
+
+def test_zero_advantage_steps_are_scored_when_a_reference_or_entropy_term_trains() -> None:
+    for options, reference in (({"entropy_coef": 0.1}, None), ({"kl_coef": 0.5}, TokenBandit())):
+        policy = CountingBandit()
+        samples = [token_sample(policy, "0", 1.0), token_sample(policy, "11", 0.0)]
+        ppo_update(policy, torch.optim.SGD(policy.parameters(), lr=0.5), samples,
+                   PPOConfig(epochs=1, minibatch_size=8, **options), random.Random(0), reference=reference)
+        assert sorted(policy.scored) == ["0", "11"], options
 
 
 def test_the_kl_term_pulls_toward_the_reference_per_token() -> None:

@@ -12,6 +12,10 @@ aggregated over tokens by ``loss_agg``: ``token_mean`` (every token of the minib
 ``seq_mean`` (each step's tokens averaged, then the steps: verl's seq-mean-token-mean, the paper's
 "averaged over the steps") or ``seq_mean_token_sum`` (each step's tokens summed, then the steps
 averaged: Dr. GRPO). The KL to a reference, the entropy bonus and the approx KL are per token too.
+Scoring a language model's answer is what an update costs, so at token level a step whose advantage is 0
+is not scored unless an entropy or reference term trains (its gradient is exactly 0; its tokens still count
+in the aggregation), and the whole batch is scored again for the KL only when ``target_kl`` or ``max_kl``
+reads it (otherwise ``approx_kl`` is the minibatches' mean KL before their steps, CleanRL's estimate).
 
 One call runs up to ``epochs`` passes of shuffled minibatches. Per minibatch:
 
@@ -252,24 +256,51 @@ def _ppo_update_tokens(
             loss = loss + config.kl_coef * ref_kl
         with torch.no_grad():
             outside = ((ratio < 1.0 - lo) | (ratio > 1.0 + hi)).to(mask.dtype) * mask
-            stats = {"clip_frac": float(outside.sum()) / max(totals[0], 1.0), "ref_kl": float(ref_kl),
-                     "entropy": float((w * entropy).sum())}
+            log_ratio = (new - old_mb) * mask
+            stats = {"clip_frac": float(outside.sum()), "ref_kl": float(ref_kl),
+                     "entropy": float((w * entropy).sum()), "weight": float(w.sum()), "tokens": float(mask.sum()),
+                     "kl": float(((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum())}
         return loss, stats
+
+    # A step whose advantage is 0 adds exactly nothing to the gradient when no entropy or reference term is
+    # trained (its surrogate is 0·ρ), so it is not scored: the expensive forward and backward go to the
+    # steps that teach. Its tokens still count in the aggregation's totals, so the step taken is the same.
+    only_teaching = config.entropy_coef == 0 and (reference is None or config.kl_coef <= 0)
+    kl_read = config.target_kl is not None or config.max_kl is not None
+    pre_step_kl: list[float] = []
 
     def minibatch_backward(indices: list[int]) -> tuple[float, dict[str, float]]:
         lengths = [old[i].numel() for i in indices]
         totals = (float(sum(lengths)), len(indices))
+        scored = [i for i in indices if advantages[i] != 0] if only_teaching else list(indices)
         loss_value = 0.0
-        stats: dict[str, float] = {}
-        for chunk in micro_batches(indices, lengths, config.max_answer_tokens):
+        sums = {"clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "weight": 0.0, "tokens": 0.0, "kl": 0.0}
+        for chunk in micro_batches(scored, [old[i].numel() for i in scored], config.max_answer_tokens):
+            if not chunk:
+                continue
             loss, part = micro_batch_loss(chunk, totals)
             loss.backward()
             loss_value += float(loss.detach())
             for key, value in part.items():
-                stats[key] = stats.get(key, 0.0) + value
+                sums[key] += value
+        if sums["tokens"]:
+            pre_step_kl.append(sums["kl"] / sums["tokens"])
+        entropy = sums["entropy"]
+        if len(scored) < len(indices) and sums["weight"] > 0:  # the weighted mean over the steps scored
+            full = totals[0] / totals[1] if config.loss_agg == "seq_mean_token_sum" else 1.0
+            entropy *= full / sums["weight"]
+        stats = {"clip_frac": sums["clip_frac"] / max(sums["tokens"], 1.0), "ref_kl": sums["ref_kl"],
+                 "entropy": entropy, "scored_frac": len(scored) / len(indices)}
         return loss_value, stats
 
-    return _passes(optimizer, config, rng, len(samples), minibatch_backward, batch_kl)
+    def measured_kl() -> float:
+        """The whole batch's KL when a key reads it (``target_kl``, ``max_kl``); otherwise the mean of the
+        minibatches' KL before their steps (CleanRL's logged estimate), which costs no extra scoring."""
+        if kl_read:
+            return batch_kl()
+        return sum(pre_step_kl) / len(pre_step_kl) if pre_step_kl else 0.0
+
+    return _passes(optimizer, config, rng, len(samples), minibatch_backward, measured_kl)
 
 
 def _passes(
@@ -308,7 +339,7 @@ def _passes(
             totals["loss"] += loss
             totals["grad_norm"] += float(grad_norm)
             for key, value in stats.items():
-                totals[key] += value
+                totals[key] = totals.get(key, 0.0) + value
             minibatches += 1
         epochs_run += 1
         approx_kl = batch_kl()

@@ -649,6 +649,8 @@ def epoch_metrics(
         "adv/groups_dropped": batch.groups_dropped,
         "adv/nonzero_frac": batch.nonzero_frac,
     })
+    if "scored_frac" in update:  # token level: the share of steps scored (a zero advantage teaches nothing)
+        metrics["ppo/scored_frac"] = update["scored_frac"]
     return metrics
 
 
