@@ -68,6 +68,7 @@ __all__ = [
 FORMAT = "admire-checkpoint"
 VERSION = 1
 LATEST = "latest.json"
+START = "start"  # the entry written before the first epoch
 TAG = "__admire__"
 _ENTRY = re.compile(r"^epoch_(\d+)\.json$")
 _NUMPY_KINDS = "biuf"  # the numpy dtypes a JSON array may be rebuilt as (never object arrays)
@@ -98,6 +99,17 @@ def save(directory: str | Path, state: Mapping[str, Any], epoch: int, keep: int 
     entry = write_entry(folder, stem, tensors_bytes, tree, epoch=int(epoch))
     write_latest(folder, entry, epoch=int(epoch))
     prune(folder, keep)
+    return entry
+
+
+def save_start(directory: str | Path, state: Mapping[str, Any]) -> Path:
+    """Write ``start.safetensors`` + ``start.json`` (the run before its first epoch: after the warm start and
+    the evaluation before RL) and point ``latest.json`` at it. Pruning never removes it: other runs may start
+    from it (``actor_rollout_ref.warm_start.from_run``)."""
+    folder = Path(directory)
+    tensors_bytes, tree = encode(state)
+    entry = write_entry(folder, START, tensors_bytes, tree, epoch=0)
+    write_latest(folder, entry, epoch=0)
     return entry
 
 

@@ -118,6 +118,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "trainer.total_env_steps": None,
     "env.executor": "local",
     "actor_rollout_ref.warm_start.enable": False,
+    "actor_rollout_ref.warm_start.from_run": None,
 }
 
 

@@ -314,6 +314,7 @@ class WarmStartSection(_Section):
     epochs: NonNegInt = 5
     lr: Positive = 0.01
     max_steps: PosInt = 12
+    from_run: str | None = None
 
 
 class RolloutSection(_Section):

@@ -168,6 +168,18 @@ class RunDir:
 
         return checkpoints.save(self.checkpoints, state, epoch, keep=keep)
 
+    def save_start_checkpoint(self, state: dict[str, Any]) -> Path:
+        """Write ``checkpoints/start.*`` (before the first epoch) and point ``latest.json`` at it."""
+        from admire import checkpoints
+
+        return checkpoints.save_start(self.checkpoints, state)
+
+    @property
+    def start_checkpoint(self) -> Path:
+        from admire import checkpoints
+
+        return self.checkpoints / f"{checkpoints.START}.json"
+
     def load_checkpoint(self, path: Path | None = None) -> dict[str, Any] | None:
         """The latest checkpoint (or the one ``path`` names), or None when the run has none yet.
 

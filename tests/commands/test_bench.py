@@ -154,14 +154,15 @@ def test_every_variant_builds_its_own_overrides(learning: ModuleType, tmp_path: 
                                        extra=["milestone_reward.decay=0.5", "env.max_envs=[2]"])
     plan = learning.build_plan(list(learning.VARIANTS), [0, 1], common, tmp_path)
     runs = {spec.name: spec for spec in plan}
-    assert len(plan) == 2 * len(learning.VARIANTS)
+    assert len(plan) == 2 * (len(learning.VARIANTS) + 1)  # and one start per seed (a warm start)
     for spec in plan:
         keys = as_dict(spec.overrides)
         assert keys["run.name"] == spec.name == f"{spec.variant}-s{spec.seed}"
         assert keys["run.seed"] == str(spec.seed)
         assert keys["run.dir"] == str((tmp_path / "runs").resolve())
         assert keys["env.suite"] == "miniwob-long"
-        assert keys["trainer.total_epochs"] == "40" and keys["trainer.total_env_steps"] == "5000"
+        assert keys["trainer.total_epochs"] == ("0" if spec.variant == "start" else "40")
+        assert keys["trainer.total_env_steps"] == "5000"
         assert keys["actor_rollout_ref.warm_start.enable"] == "true"
         assert keys["actor_rollout_ref.warm_start.suite"] == "miniwob-long-warmstart-lists"
         assert keys["actor_rollout_ref.model.block_features"] == "true"  # the suite's own keys
@@ -169,7 +170,7 @@ def test_every_variant_builds_its_own_overrides(learning: ModuleType, tmp_path: 
         assert keys["actor_rollout_ref.actor.lr"] == "0.003"
         assert keys["env.max_envs"] == "[2]"  # --set beats the base
         assert len(keys) == len(spec.overrides)  # no key twice (Hydra refuses duplicates)
-        for override in learning.VARIANTS[spec.variant]:
+        for override in learning.VARIANTS.get(spec.variant, ()):
             assert override in spec.overrides  # a variant's own keys beat --set
     assert as_dict(runs["outcome-s0"].overrides)["reward.mode"] == "outcome"
     assert as_dict(runs["no_decay-s1"].overrides)["milestone_reward.decay"] == "1.0"
@@ -185,6 +186,24 @@ def test_every_variant_builds_its_own_overrides(learning: ModuleType, tmp_path: 
     assert as_dict(static.overrides)["milestone_reward.static_path"] == str(
         (tmp_path / "milestones" / "admire-s1.json").resolve())
     assert [s.variant for s in plan[-2:]] == ["static", "static"]  # after every admire run
+
+
+def test_with_a_warm_start_every_arm_of_a_seed_starts_from_that_seeds_start_run(
+        learning: ModuleType, tmp_path: Path) -> None:
+    plan = learning.build_plan(["outcome", "admire", "static"], [0, 1], learning.common_overrides("miniwob-long"),
+                               tmp_path)
+    assert [s.name for s in plan[:3]] == ["start-s0", "outcome-s0", "admire-s0"]
+    for spec in plan:
+        keys = as_dict(spec.overrides)
+        start = str((tmp_path / "runs" / f"start-s{spec.seed}").resolve())
+        if spec.variant == "start":
+            assert spec.needs is None and "actor_rollout_ref.warm_start.from_run" not in keys
+        else:
+            assert keys["actor_rollout_ref.warm_start.from_run"] == start
+            assert spec.needs == (f"admire-s{spec.seed}" if spec.variant == "static" else f"start-s{spec.seed}")
+    without = learning.build_plan(["outcome"], [0], learning.common_overrides("miniwob-demo"), tmp_path)
+    assert [(s.name, s.needs) for s in without] == [("outcome-s0", None)]
+    assert "actor_rollout_ref.warm_start.from_run" not in as_dict(without[0].overrides)
 
 
 def test_static_alone_brings_the_admire_runs_it_imports(learning: ModuleType, tmp_path: Path) -> None:

@@ -299,13 +299,21 @@ def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
             raise EnvCrashed("chromium did not start")
 
     monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
-    with pytest.raises(NoUsableEpisodes, match=r"epoch 0: all 16 episodes failed in their environment"):
+    with pytest.raises(NoUsableEpisodes, match=r"the evaluation before RL: all 4 episodes failed in their environment"):
         run_training(tmp_path)
     run = RunDir(tmp_path / "run")
     assert run.load_checkpoint() is None and not run.summary.exists()
     code = main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=cli", "trainer.threads=1"])
     err = capsys.readouterr().err
-    assert code == 1 and "admire train: error: epoch 0: all 16 episodes failed" in err and "Traceback" not in err
+    assert code == 1 and "admire train: error: the evaluation before RL: all 4 episodes failed" in err
+    assert "Traceback" not in err
+    # Only the training episodes fail (the evaluation ran): the epoch is not checkpointed either.
+    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
+    _, started = run_training(tmp_path, "trainer.total_epochs=0", name="started")
+    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    with pytest.raises(NoUsableEpisodes, match=r"epoch 0: all 16 episodes failed in their environment"):
+        train(load_config(overrides=FAKE), started, console=Console(quiet=True), encoder=TrigramEncoder())
+    assert started.load_checkpoint()["state"]["epoch"] == 0  # still the start: epoch 0 was not checkpointed
 
 
 def test_resuming_a_hostile_run_folder_sends_no_key_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

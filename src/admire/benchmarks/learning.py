@@ -59,6 +59,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 STATIC = "static"
 STATIC_SOURCE = "admire"  # the variant whose bank a static run imports
+# With a warm start, one run per seed makes the start every arm of that seed begins from (warm_start.from_run):
+# the warm start and the evaluation before RL, no epoch. It is not a variant and has no row of its own.
+START = "start"
 DEFAULT_VARIANTS = ("outcome", "admire")
 
 # Every run: one browser each (2 cores shared fairly between --parallel runs), only the JSONL log.
@@ -101,7 +104,7 @@ RUN_BY_DEFAULT = False
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One training run of the benchmark; ``needs`` is a run that must finish first (static's bank)."""
+    """One training run of the benchmark; ``needs`` is a run that must finish first (a start, static's bank)."""
 
     variant: str
     seed: int
@@ -170,15 +173,24 @@ def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[s
     if STATIC in chosen and STATIC_SOURCE not in chosen:
         chosen.insert(chosen.index(STATIC), STATIC_SOURCE)
     runs_dir = (out / "runs").resolve()
+    shared = "actor_rollout_ref.warm_start.enable=true" in common
     plan: list[RunSpec] = []
+
+    def start_of(seed: int) -> list[str]:
+        return [f"actor_rollout_ref.warm_start.from_run={runs_dir / run_name(START, seed)}"] if shared else []
+
     for seed in seeds:
+        if shared:
+            plan.append(RunSpec(START, seed, tuple(run_overrides(START, seed, common, runs_dir,
+                                                                 ["trainer.total_epochs=0"]))))
         for variant in chosen:
             if variant == STATIC:
                 continue
-            plan.append(RunSpec(variant, seed, tuple(run_overrides(variant, seed, common, runs_dir))))
+            plan.append(RunSpec(variant, seed, tuple(run_overrides(variant, seed, common, runs_dir, start_of(seed))),
+                                needs=run_name(START, seed) if shared else None))
     if STATIC in chosen:
         for seed in seeds:
-            extra = [f"milestone_reward.static_path={static_path(out, seed)}"]
+            extra = [f"milestone_reward.static_path={static_path(out, seed)}", *start_of(seed)]
             plan.append(RunSpec(STATIC, seed, tuple(run_overrides(STATIC, seed, common, runs_dir, extra)),
                                 needs=run_name(STATIC_SOURCE, seed)))
     return plan
@@ -188,7 +200,7 @@ def run_overrides(variant: str, seed: int, common: Sequence[str], runs_dir: Path
                   extra: Sequence[str] = ()) -> list[str]:
     """Shared overrides, then the variant's own (they define it), then the run's identity."""
     identity = [f"run.dir={runs_dir}", f"run.name={run_name(variant, seed)}", f"run.seed={seed}"]
-    return merge_overrides(common, VARIANTS[variant], extra, identity)
+    return merge_overrides(common, VARIANTS.get(variant, ()), extra, identity)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -281,7 +293,7 @@ class Scheduler:
         log_path = self.log_path(spec.name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("a", encoding="utf-8")
-        if spec.needs is not None:  # static: export the bank of the run it imitates, first
+        if spec.variant == STATIC:  # export the bank of the run it imitates, first
             target = static_path(self.out, spec.seed)
             target.parent.mkdir(parents=True, exist_ok=True)
             command = admire_command("milestones", "export", str(self.out / "runs" / spec.needs), str(target))
@@ -598,11 +610,23 @@ def discover_runs(runs_dir: Path) -> list[tuple[str, int]]:
     return found
 
 
+def shared_starts(runs_dir: Path) -> dict[str, str]:
+    """Per seed's start run, the sha256 of the weights every arm of that seed began from."""
+    found: dict[str, str] = {}
+    for entry in sorted(runs_dir.glob(f"{START}-s*/checkpoints/{START}.json")):
+        try:
+            found[entry.parents[1].name] = str(json.loads(entry.read_text(encoding="utf-8"))["tensors_sha256"])
+        except (OSError, ValueError, KeyError, TypeError):
+            found[entry.parents[1].name] = "unreadable"
+    return found
+
+
 def write_report(out: Path, suite: str | None, executions: Mapping[str, Execution] | None = None,
                  planned: Sequence[RunSpec] = (), common: Sequence[str] = ()) -> tuple[str, list[RunResult]]:
     """Read every run under ``<out>/runs`` (and the planned ones, finished or not) and write the report."""
     executions = executions or {}
-    keys = list(dict.fromkeys([*discover_runs(out / "runs"), *((s.variant, s.seed) for s in planned)]))
+    keys = list(dict.fromkeys([*discover_runs(out / "runs"),
+                               *((s.variant, s.seed) for s in planned if s.variant in VARIANTS)]))
     results = [read_run(out / "runs" / run_name(v, s), v, s, executions.get(run_name(v, s)),
                         out / "logs" / f"{run_name(v, s)}.log") for v, s in keys]
     table = summarise(results)
@@ -617,7 +641,7 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
     (out / "results.md").write_text(markdown, encoding="utf-8")
     payload = {"suite": suite, "commands": commands, "common_overrides": list(common),
                "variants": {v: list(VARIANTS.get(v, ())) for v in table}, "summary": table,
-               "runs": [asdict(r) for r in results]}
+               "shared_starts": shared_starts(out / "runs"), "runs": [asdict(r) for r in results]}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     plot_curves(results, out / "curves.png", suite)
     return markdown, results

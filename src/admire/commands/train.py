@@ -231,6 +231,10 @@ def check_files(cfg: Any, *, fresh: bool) -> None:
             load_policy(str(model_path))
         except CheckpointError as exc:
             raise ValueError(f"actor_rollout_ref.model.path: {exc}") from None
+    if fresh:
+        from admire.rl.shared_start import check_from_run
+
+        check_from_run(cfg)
     static = cfg.milestone_reward.static_path if cfg.milestone_reward.mode == "static" else None
     if fresh and static and not Path(str(static)).is_file():
         raise ValueError(f"milestone_reward.static_path: no file {static}; export one with "

@@ -50,6 +50,7 @@ from admire.rl.scoring import (
     reward_metrics,
     start_bank_afresh,
 )
+from admire.rl.shared_start import restore_rng, start_from_run
 from admire.runs import RunDir
 from admire.tracking import Tracker, read_metrics, truncate_metrics
 from admire.types import Task, Trajectory
@@ -143,7 +144,11 @@ def train(
         started = time.perf_counter() - state.wall_s
 
         evaluation: dict[str, float] | None = None
-        if state.baseline is None and cfg.actor_rollout_ref.warm_start.enable:
+        shared_start = OmegaConf.select(cfg, "actor_rollout_ref.warm_start.from_run", default=None)
+        if state.baseline is None and shared_start:
+            progress.status(f"starting from {shared_start}: its warm start and its evaluation before RL")
+            state = TrainState(**start_from_run(Path(str(shared_start)), policy, update_rng, run))
+        elif state.baseline is None and cfg.actor_rollout_ref.warm_start.enable:
             progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
             state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
                                           seed=int(cfg.run.seed),
@@ -153,6 +158,8 @@ def train(
             progress.status("evaluating the policy before RL")
             state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats(),
                                       progress=progress.counter("evaluating before RL: episode"))
+        if checkpoint is None:  # a resume, or another run (warm_start.from_run), starts from here
+            run.save_start_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state))
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
             if loop.total_env_steps is not None and state.env_steps >= loop.total_env_steps:
@@ -173,11 +180,7 @@ def train(
                 run.write_trajectories("train", epoch, trajectories)
             usable = [t for t in trajectories if not t.excluded]
             if trajectories and not usable:  # no browser started, or every one crashed: nothing to learn from
-                errors = sorted({str(t.info.get("env_error", "env error"))[:200] for t in trajectories})
-                raise NoUsableEpisodes(f"epoch {epoch}: all {len(trajectories)} episodes failed in their environment "
-                                       f"({'; '.join(errors[:3])}); nothing was trained or checkpointed. Check the "
-                                       f"backend with `python -m admire.envs.check_env {specs_of(cfg)}`, then "
-                                       f"`admire train resume={run.path}`")
+                raise NoUsableEpisodes(no_usable_episodes(f"epoch {epoch}", trajectories, cfg, run))
 
             # 2. Milestones: the bank is updated from this batch's successes *before* the batch is scored
             # (method.md §2, order; after it with milestone_reward.update_before_reward=false), then
@@ -220,8 +223,9 @@ def train(
                                 keep=int(cfg.trainer.keep_checkpoints))
             progress.advance(metrics)
 
-        # The last epoch's evaluation, when it had one, is the final one: same policy, same seeds.
-        final = evaluation
+        # The last epoch's evaluation, when it had one, is the final one: same policy, same seeds. With no
+        # epoch run (a run that only makes a start for others), the policy is the one evaluated before RL.
+        final = evaluation if state.epoch > 0 else state.baseline
         if final is None:
             progress.status("final evaluation")
             final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch, stats=RolloutStats(),
@@ -603,18 +607,31 @@ def _clip_hint(result: AdvantageResult, name: str) -> float | None:
     return None if value == _NEUTRAL_CLIP[name] else float(value)
 
 
+def no_usable_episodes(what: str, trajectories: Sequence[Trajectory], cfg: DictConfig, run: RunDir | None) -> str:
+    """The one-line error for a batch of episodes that all failed in their environment."""
+    errors = sorted({str(t.info.get("env_error", "env error"))[:200] for t in trajectories})
+    then = f", then `admire train resume={run.path}`" if run is not None else ""
+    return (f"{what}: all {len(trajectories)} episodes failed in their environment ({'; '.join(errors[:3])}); "
+            f"nothing was trained or checkpointed. Check the backend with "
+            f"`python -m admire.envs.check_env {specs_of(cfg)}`{then}")
+
+
 def evaluate(
     policy: Policy, envs: Sequence[Any], suite: Suite, cfg: DictConfig, run: RunDir | None, *, epoch: int,
     stats: RolloutStats, progress: ProgressFn | None = None,
 ) -> dict[str, float]:
     """Greedy success on held-out seeds, per task and on average; trajectories kept in the run.
-    ``progress(done, total)`` hears of every finished episode."""
+    ``progress(done, total)`` hears of every finished episode. No usable episode at all is
+    ``NoUsableEpisodes``: a success rate of 0 would be a number about no episode."""
     tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes))
     with torch.no_grad():
         trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
                                greedy=True, epoch=max(epoch, 0), stats=stats,
                                keep_screenshots=bool(cfg.env.get("screenshots", False)),
                                on_episode=counting(progress, len(tasks)))
+    if trajectories and all(t.excluded for t in trajectories):
+        what = "the evaluation before RL" if epoch < 0 else f"the evaluation after epoch {epoch}"
+        raise NoUsableEpisodes(no_usable_episodes(what, trajectories, cfg, run))
     if run is not None:
         run.write_trajectories("eval", epoch + 1, trajectories)
     per_task: dict[str, list[float]] = defaultdict(list)
@@ -686,10 +703,7 @@ def restore(
                                   "milestones.sqlite back, or start a new run")
         policy.load_state_dict(checkpoint["policy"])
         optimizer.load_state_dict(checkpoint["optimizer"])
-        random.setstate(checkpoint["rng"]["python"])
-        np.random.set_state(checkpoint["rng"]["numpy"])
-        torch.set_rng_state(checkpoint["rng"]["torch"])
-        rng.setstate(checkpoint["rng"]["update"])
+        restore_rng(checkpoint["rng"], rng)
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         if isinstance(exc, CheckpointError):
             raise
