@@ -119,6 +119,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "env.executor": "local",
     "actor_rollout_ref.warm_start.enable": False,
     "actor_rollout_ref.warm_start.from_run": None,
+    "trainer.eval_split": "test",
 }
 
 

@@ -359,6 +359,7 @@ class TrainerSection(_Section):
     n_gpus_per_node: NonNegInt = 0
     eval_every: NonNegInt
     eval_episodes: Annotated[int, Field(ge=1, le=100_000)]  # envs.suites.MAX_EVAL_EPISODES_PER_TASK
+    eval_split: Literal["validation", "test"] = "test"  # which held-out seeds (admire.envs.suites)
     threads: Annotated[int | str | None, AfterValidator(_threads)] = "auto"
     keep_checkpoints: PosInt = 3
     backend: Literal["cpu", "verl"] = "cpu"  # verl: admire.integrations.verl composes and starts verl's trainer

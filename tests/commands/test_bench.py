@@ -217,6 +217,9 @@ def test_suite_defaults_and_quick(learning: ModuleType) -> None:
     demo = as_dict(learning.common_overrides("miniwob-demo"))
     assert demo["actor_rollout_ref.warm_start.enable"] == "false" and "trainer.total_env_steps" not in demo
     assert demo["env.max_envs"] == "[1]"
+    assert demo["trainer.eval_split"] == "validation"  # choices are made on validation seeds unless asked
+    assert as_dict(learning.common_overrides("miniwob-demo", split="test"))["trainer.eval_split"] == "test"
+    assert learning.parse_args(["--split", "test"]).split == "test" and learning.parse_args([]).split == "validation"
     args = learning.parse_args(["--quick"])
     assert (args.suite, args.seeds, args.epochs, args.variants) == ("miniwob-smoke", [0], 2, ["outcome", "admire"])
     assert args.out == Path("bench-results/learning-miniwob-smoke")
@@ -279,7 +282,9 @@ def fabricated(tmp_path: Path) -> Path:
 def test_report_numbers_from_fabricated_runs(learning: ModuleType, fabricated: Path) -> None:
     failed = {"admire-s2": learning.Execution(1, 3.0)}
     markdown, results = learning.write_report(fabricated, "miniwob-long", failed)
-    table = json.loads((fabricated / "results.json").read_text())["summary"]
+    saved = json.loads((fabricated / "results.json").read_text())
+    table = saved["summary"]
+    assert saved["split"] == "test"  # runs that never named a split were evaluated on the test seeds
     assert list(table) == ["outcome", "admire"]  # VARIANTS order
     admire, outcome = table["admire"], table["outcome"]
     assert (admire["runs"], admire["ok"], outcome["ok"]) == (3, 2, 2)

@@ -10,7 +10,9 @@ import pytest
 from admire.envs.miniwob import miniwob_task_names
 from admire.envs.suites import (
     EVAL_SEED_START,
+    MAX_EVAL_EPISODES_PER_TASK,
     TRAIN_SEEDS,
+    VALIDATION_SEED_START,
     Suite,
     get_suite,
     list_suites,
@@ -67,6 +69,20 @@ def test_eval_seeds_are_fixed_and_disjoint_from_training():
     assert len(suite.split("train")) == len(suite.tasks)
     with pytest.raises(ValueError, match="'train' or 'eval'"):
         suite.split("test")
+
+
+def test_validation_test_and_training_seeds_are_three_disjoint_ranges():
+    suite = get_suite("miniwob-demo")
+    validation = {t.seed for t in suite.eval_tasks(per_task=50, split="validation")}
+    test = {t.seed for t in suite.eval_tasks(per_task=50, split="test")}
+    train = {t.seed for epoch in range(5) for t in suite.train_tasks(100, epoch=epoch)}
+    assert min(validation) == VALIDATION_SEED_START and min(test) == EVAL_SEED_START
+    assert validation.isdisjoint(test) and validation.isdisjoint(train) and test.isdisjoint(train)
+    assert TRAIN_SEEDS.stop <= EVAL_SEED_START  # and disjoint up to the cap on held-out seeds per task:
+    assert EVAL_SEED_START + MAX_EVAL_EPISODES_PER_TASK <= VALIDATION_SEED_START
+    assert suite.eval_tasks(per_task=3) == suite.eval_tasks(per_task=3, split="test")  # the default: as before
+    with pytest.raises(ValueError, match="validation, test"):
+        suite.eval_tasks(per_task=3, split="train")  # type: ignore[arg-type]
 
 
 def test_a_users_yaml_file(tmp_path):

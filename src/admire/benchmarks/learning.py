@@ -12,11 +12,18 @@ then reads each run's ``summary.json`` and ``metrics.jsonl`` and writes into ``-
 
 Runs live in ``<out>/runs/<variant>-s<seed>``, their output in ``<out>/logs/<variant>-s<seed>.log``.
 The ``static`` ablation imports the milestone bank of the same seed's ``admire`` run (exported with
-``admire milestones export``), so it starts once that run has finished.
+``admire milestones export``), so it starts once that run has finished. With a warm start, a run
+``start-s<seed>`` makes the warm start and the evaluation before RL once per seed, and every arm of that
+seed begins from it (``actor_rollout_ref.warm_start.from_run``); ``results.json`` records the hash of
+each start's weights.
+
+Runs are evaluated on the validation split's held-out seeds unless ``--split test`` is given: choices are
+made on validation seeds, and the test split is read once per configuration for a reported table.
 
 Usage::
 
     admire bench learning --suite miniwob-long --variants outcome admire --seeds 0 1 2 --parallel 2
+    admire bench learning --suite miniwob-long --split test --seeds 0 1 2 3 4 --parallel 2
     admire bench learning --quick                  # two tiny runs on miniwob-smoke (a smoke test)
     admire bench learning --report-only --out bench-results/learning-miniwob-long
 """
@@ -139,10 +146,11 @@ def merge_overrides(*groups: Iterable[str]) -> list[str]:
 
 
 def common_overrides(suite: str, *, epochs: int | None = None, env_steps: int | None = None,
-                     warm_start: bool | None = None, quick: bool = False,
+                     warm_start: bool | None = None, quick: bool = False, split: str = "validation",
                      extra: Sequence[str] = ()) -> list[str]:
-    """What every run of one invocation shares: the base, the suite and budget, then ``--set``."""
-    suite_keys = [f"env.suite={suite}", *SUITE_OVERRIDES.get(suite, ())]
+    """What every run of one invocation shares: the base, the suite, the held-out split and the budget,
+    then ``--set``."""
+    suite_keys = [f"env.suite={suite}", f"trainer.eval_split={split}", *SUITE_OVERRIDES.get(suite, ())]
     if warm_start is None:
         warm_start = suite in WARM_START_SUITES
     if warm_start:
@@ -525,11 +533,12 @@ def _per_seed(runs: Sequence[RunResult]) -> str:
 def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[str, Any]], *, suite: str,
                     commands: Sequence[str] = (), common: Sequence[str] = ()) -> str:
     """results.md: the table, the runs that did not finish (with their logs), and how to reproduce."""
-    lines = [f"## Learning benchmark on `{suite}`", ""]
+    split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), None)
+    lines = [f"## Learning benchmark on `{suite}`" + (f", {split} split" if split else ""), ""]
     if commands:
         lines += ["Produced by:", "", "```sh", *commands, "```", ""]
     lines += [
-        "Held-out success (greedy, on the suite's evaluation seeds) in %, mean ± sample std over seeds, "
+        "Held-out success (greedy, on the split's held-out seeds) in %, mean ± sample std over seeds, "
         "before RL → after RL; Δ: after minus outcome-only's after on the same seed; utilisation: mean share "
         "of trained steps with a non-zero advantage (`adv/nonzero_frac`); milestone cost: milestone work "
         "(bank update, matching, reward) as a share of epoch wall time; coverage: share of the epoch's "
@@ -639,7 +648,8 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
     markdown = render_markdown(results, table, suite=suite, commands=commands, common=common)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown, encoding="utf-8")
-    payload = {"suite": suite, "commands": commands, "common_overrides": list(common),
+    split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), "test")
+    payload = {"suite": suite, "split": split, "commands": commands, "common_overrides": list(common),
                "variants": {v: list(VARIANTS.get(v, ())) for v in table}, "summary": table,
                "shared_starts": shared_starts(out / "runs"), "runs": [asdict(r) for r in results]}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
@@ -679,6 +689,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="trainer.total_env_steps: every run stops at this env-step budget")
     parser.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
                         help=f"behaviour-cloned warm start (default: on for {', '.join(WARM_START_SUITES)})")
+    parser.add_argument("--split", choices=("validation", "test"), default="validation",
+                        help="held-out seeds the runs are evaluated on: validation (default), where every choice "
+                             "is made, or test, read once per configuration for a reported table")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra override for every run (repeatable); a variant's own keys still win")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (default: 1)")
@@ -707,7 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out
     try:
         common = common_overrides(args.suite, epochs=args.epochs, env_steps=args.env_steps,
-                                  warm_start=args.warm_start, quick=args.quick, extra=args.sets)
+                                  warm_start=args.warm_start, quick=args.quick, split=args.split, extra=args.sets)
         plan = build_plan(args.variants, args.seeds, common, out)
     except ValueError as exc:
         print(f"admire bench learning: {exc}", file=sys.stderr)

@@ -1,8 +1,10 @@
 """Named task suites and their train/eval splits.
 
 A suite is a list of task templates; the split decides the seeds. Train seeds are drawn from
-``TRAIN_SEEDS`` and eval seeds are ``EVAL_SEED_START + i``: the ranges are disjoint, so an evaluation
-episode is never one the policy trained on, and both are deterministic, so two runs with the same
+``TRAIN_SEEDS``; held-out seeds are ``VALIDATION_SEED_START + i`` (the validation split, read for every
+choice: learning rate, trust region, budget) or ``EVAL_SEED_START + i`` (the test split, read once per
+configuration for a reported table). The three ranges are disjoint, so a held-out episode is never one the
+policy trained on nor one a choice was made on, and all are deterministic, so two runs with the same
 config see the same tasks in the same order. Suites live in ``suites.yaml`` beside this file; a user's
 own YAML file of the same shape can be loaded with :func:`load_suites`.
 """
@@ -23,13 +25,16 @@ from admire.types import Task
 
 SUITES_FILE = Path(__file__).with_name("suites.yaml")
 TRAIN_SEEDS = range(0, 100_000)
-EVAL_SEED_START = 1_000_000
+EVAL_SEED_START = 1_000_000  # the test split
+VALIDATION_SEED_START = 2_000_000
 DEFAULT_EVAL_EPISODES_PER_TASK = 20
 MAX_EVAL_EPISODES_PER_TASK = 100_000
 """Held-out seeds per task at most: far beyond any table, and a typo of 10^20 fails at once, not after days."""
 ALL_TASKS = "all"
 
 Split = Literal["train", "eval"]
+HeldOutSplit = Literal["validation", "test"]
+HELD_OUT_SPLITS: tuple[str, ...] = ("validation", "test")
 
 
 @dataclass(frozen=True)
@@ -111,11 +116,15 @@ class Suite:
         rng = random.Random(f"{self.name}|pool|{seed}|{task}")
         return tuple(sorted(rng.sample(TRAIN_SEEDS, size)))
 
-    def eval_tasks(self, per_task: int = DEFAULT_EVAL_EPISODES_PER_TASK) -> list[Task]:
-        """The fixed evaluation set: seeds ``EVAL_SEED_START .. + per_task - 1`` of every template."""
+    def eval_tasks(self, per_task: int = DEFAULT_EVAL_EPISODES_PER_TASK, split: HeldOutSplit = "test") -> list[Task]:
+        """A fixed held-out set: seeds ``start .. start + per_task - 1`` of every template, where ``start`` is
+        ``EVAL_SEED_START`` for the test split and ``VALIDATION_SEED_START`` for the validation split."""
         if not 0 <= per_task <= MAX_EVAL_EPISODES_PER_TASK:
             raise ValueError(f"per_task must be in [0, {MAX_EVAL_EPISODES_PER_TASK}], got {per_task}")
-        return [Task(name=name, seed=EVAL_SEED_START + i, params=self.task_params)
+        if split not in HELD_OUT_SPLITS:
+            raise ValueError(f"a held-out split is one of {', '.join(HELD_OUT_SPLITS)}, got {split!r}")
+        start = EVAL_SEED_START if split == "test" else VALIDATION_SEED_START
+        return [Task(name=name, seed=start + i, params=self.task_params)
                 for name in self.tasks for i in range(per_task)]
 
     def split(self, split: Split, n: int | None = None, epoch: int = 0) -> list[Task]:

@@ -8,7 +8,7 @@ its random states and its evaluation before RL. Its first epoch is then the one 
 this run's reward, algorithm and actor keys.
 
 What decides the start must be the same in both runs, or the start is refused (``check_from_run``): the
-seed, the environment, the model, the warm start's own keys and the number of evaluation episodes.
+seed, the environment, the model, the warm start's own keys and the evaluation's episodes and split.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from admire.runs import RunDir
 
 # Dotted keys whose values decide a run's start (the warm start, then the evaluation before RL).
 START_KEYS: tuple[str, ...] = ("run.seed", "env", "actor_rollout_ref.model", "actor_rollout_ref.warm_start",
-                               "trainer.eval_episodes")
+                               "trainer.eval_episodes", "trainer.eval_split")
 # Keys inside those sections that say where a start comes from, or act after it (training tasks only).
 NOT_COMPARED: frozenset[str] = frozenset({"actor_rollout_ref.warm_start.enable",
                                           "actor_rollout_ref.warm_start.from_run", "env.train_instances_per_task"})

@@ -623,7 +623,8 @@ def evaluate(
     """Greedy success on held-out seeds, per task and on average; trajectories kept in the run.
     ``progress(done, total)`` hears of every finished episode. No usable episode at all is
     ``NoUsableEpisodes``: a success rate of 0 would be a number about no episode."""
-    tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes))
+    tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes),
+                                         split=OmegaConf.select(cfg, "trainer.eval_split", default="test"))
     with torch.no_grad():
         trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
                                greedy=True, epoch=max(epoch, 0), stats=stats,
