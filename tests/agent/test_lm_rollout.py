@@ -9,7 +9,14 @@ import torch
 
 from admire.agent.base import Decision
 from admire.agent.lm_policy import LMPolicy
-from admire.agent.lm_rollout import SamplingSettings, _choose, cpu_multiplies_bfloat16, grouped_attention
+from admire.agent.lm_rollout import (
+    KVArena,
+    PreallocatedLayer,
+    SamplingSettings,
+    _choose,
+    cpu_multiplies_bfloat16,
+    grouped_attention,
+)
 from admire.types import Observation, UIElement
 from tests.support.models import tiny_qwen2_5_vl_dir, tiny_qwen2_dir  # noqa: F401
 
@@ -156,3 +163,50 @@ def test_a_top_p_draw_stays_inside_the_nucleus_and_follows_the_probabilities():
     full = _choose(probs.log(), SamplingSettings(1, 1.0, 1.0, False, (0,), 0, 0), torch.Generator().manual_seed(1))
     assert torch.bincount(full, minlength=4).float().div(len(full)).tolist() == pytest.approx([0.5, 0.3, 0.15, 0.05],
                                                                                              abs=0.03)
+
+
+# --------------------------------------------------------------------------------------------------
+# The key/value arena: buffers reused from one act to the next, rows moved in place
+# --------------------------------------------------------------------------------------------------
+
+def filled_layer(rows: int, arena: KVArena | None) -> PreallocatedLayer:
+    """A layer of ``rows`` rows whose row r holds the value r at its 3 filled positions (of 5)."""
+    keys = torch.arange(rows, dtype=torch.float32).view(rows, 1, 1, 1).expand(rows, 2, 3, 4)
+    buffers = arena.take(1, 6, 2, 5, 4, keys)[0] if arena is not None else None
+    return PreallocatedLayer(keys, keys.clone(), 5, buffers)
+
+
+@pytest.mark.parametrize("order", [[0, 2, 3], [1, 3], [0, 0, 1, 1, 1], [0, 1, 1, 2, 3, 3], [2, 0], [3, 1, 1]])
+def test_rows_dropped_or_repeated_in_the_arena_are_those_a_gather_gives(order):
+    expected = filled_layer(4, None)
+    expected.batch_select_indices(torch.tensor(order))
+    moved = filled_layer(4, KVArena())
+    moved.batch_select_indices(torch.tensor(order))
+    assert torch.equal(moved.keys, expected.keys) and torch.equal(moved.values, expected.values)
+    assert moved.keys[:, 0, 0, 0].tolist() == [float(i) for i in order]
+
+
+def test_the_arena_hands_back_the_same_buffers_until_a_batch_needs_more():
+    arena = KVArena()
+    like = torch.zeros(0)
+    first = arena.take(2, rows=4, heads=3, capacity=50, dim=8, like=like)
+    again = arena.take(2, rows=3, heads=3, capacity=20, dim=8, like=like)
+    assert [k.data_ptr() for k, _ in first] == [k.data_ptr() for k, _ in again]
+    grown = arena.take(2, rows=8, heads=3, capacity=20, dim=8, like=like)
+    assert grown[0][0].shape == (8, 3, 50, 8)  # grown to the larger of each
+    assert arena.take(2, 2, 3, 20, 8, like.to(torch.bfloat16))[0][0].dtype == torch.bfloat16  # one set per dtype
+    arena.clear()
+    assert arena.nbytes == 0
+
+
+def test_acts_in_reused_buffers_draw_and_score_what_fresh_buffers_do(tiny_qwen2_dir):  # noqa: F811
+    torch.set_num_threads(1)
+    policies = [LMPolicy(path=str(tiny_qwen2_dir), seed=5, max_new_tokens=TOKENS) for _ in range(2)]
+    for _ in range(2):  # the second act of each reuses the first's buffers
+        policies[1]._arena.clear()  # this one always starts from fresh buffers
+        fresh, reused = (p.act(SCREENS, [[]] * 4) for p in (policies[1], policies[0]))
+        assert [o.text for o in reused] == [o.text for o in fresh]
+        assert [o.info["token_log_probs"] for o in reused] == [o.info["token_log_probs"] for o in fresh]
+    assert policies[0]._arena.nbytes > 0
+    policies[0].train()
+    assert policies[0]._arena.nbytes == 0  # given back for the update's activations

@@ -55,6 +55,7 @@ from torch import nn  # noqa: E402
 from admire.actions import parse_model_output  # noqa: E402
 from admire.agent.base import Decision, PolicyOutput  # noqa: E402
 from admire.agent.lm_rollout import (  # noqa: E402
+    KVArena,
     LowPrecisionCopy,
     PrefixCache,
     SamplingSettings,
@@ -148,6 +149,7 @@ class LMPolicy(nn.Module):
         self._use_reference = False
         self._in_reference = False
         self._prefix_cache = PrefixCache()
+        self._arena = KVArena()  # the cached rollout's key/value buffers, reused from one act to the next
         self._system_ids: list[int] | None = None
         if self.options["lora"]:
             self.lora = {**LORA_DEFAULTS, **self.options["lora"]}
@@ -212,9 +214,10 @@ class LMPolicy(nn.Module):
                 assert self._low_precision is not None
                 draft = self._low_precision.refreshed(network)
                 exact, samples = sample_and_verify(network, draft, prefix, suffixes, self._sampling(greedy),
-                                                   self._generator(greedy))
+                                                   self._generator(greedy), self._arena)
             else:
-                samples = sample(network, prefix, suffixes, self._sampling(greedy), self._generator(greedy))
+                samples = sample(network, prefix, suffixes, self._sampling(greedy), self._generator(greedy),
+                                 self._arena)
         texts, scored, canonical, rescore = [], [], [], []
         for i, drawn in enumerate(samples):
             answer = drawn.ids[:-1] if drawn.stopped else drawn.ids
@@ -297,6 +300,13 @@ class LMPolicy(nn.Module):
             yield
         finally:
             self._use_reference = self._in_reference = False
+
+    def train(self, mode: bool = True) -> LMPolicy:
+        """As ``nn.Module.train``; entering training gives the rollout's key/value buffers back, so an update's
+        activations have that memory (the next act maps it again, once)."""
+        if mode:
+            self._arena.clear()
+        return super().train(mode)
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         """What the optimizer should update: the adapter with LoRA, every weight without."""

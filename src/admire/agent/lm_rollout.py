@@ -35,6 +35,7 @@ vision-language prompt puts image tokens inside the user turn and uses ``generat
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -222,25 +223,77 @@ def _effective(module: nn.Module, key: str) -> torch.Tensor:
 # A cache written in place
 # -------------------------------------------------------------------------------------------------
 
-def _preallocated_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int, capacity: int) -> DynamicCache:
+class KVArena:
+    """Key/value buffers kept from one batch to the next, one set per dtype.
+
+    Why: a batch's cache is a few hundred MB (SmolLM2-135M, batch 8: 240 MB in float32), and memory fresh from
+    the system costs a page fault per page on first write. Allocated anew for every act, that was a tenth of
+    the act's time on this machine; buffers reused are already mapped. Only one cache per dtype may be alive
+    at a time (``sample`` and ``sample_and_verify`` use one each), so a caller keeps one arena per policy."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[Any, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def take(self, count: int, rows: int, heads: int, capacity: int, dim: int, like: torch.Tensor
+             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``count`` (keys, values) buffers of at least ``[rows, heads, capacity, dim]``, in ``like``'s dtype
+        and device; grown (and the old ones dropped) when a batch needs more."""
+        key = (like.dtype, like.device, count, heads, dim)
+        held = self._buffers.get(key)
+        if held is None or held[0][0].shape[0] < rows or held[0][0].shape[2] < capacity:
+            self._buffers.pop(key, None)  # dropped before the larger ones are made
+            size = (max(rows, held[0][0].shape[0] if held else 0), heads,
+                    max(capacity, held[0][0].shape[2] if held else 0), dim)
+            held = [(like.new_empty(size), like.new_empty(size)) for _ in range(count)]
+            self._buffers[key] = held
+        return held
+
+    def clear(self) -> None:
+        """Give the buffers back (before training, where the memory is wanted for activations)."""
+        self._buffers.clear()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for held in self._buffers.values() for k, v in held)
+
+
+def _preallocated_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int, capacity: int,
+                        arena: KVArena | None = None, *, room_rows: int = 0,
+                        dtype: torch.dtype | None = None) -> DynamicCache:
+    """A cache of ``rows`` rows starting with ``layers``' keys and values (one row, or ``rows``), cast to
+    ``dtype`` (default theirs), with room for ``capacity`` positions; in ``arena``'s buffers when given, with
+    room for ``room_rows`` rows (rows a repeated prompt will fill), else in fresh ones."""
     cache = DynamicCache()
-    cache.layers = [PreallocatedLayer(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1), capacity)
-                    for k, v in layers]
+    first = layers[0][0]
+    like = first if dtype is None else first.new_empty(0, dtype=dtype)
+    room: list[tuple[torch.Tensor, torch.Tensor] | None]
+    if arena is not None:
+        room = list(arena.take(len(layers), max(rows, room_rows), first.shape[1], capacity, first.shape[3], like))
+    else:
+        room = [None] * len(layers)
+    cache.layers = [PreallocatedLayer(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1), capacity, buffers,
+                                      dtype=like.dtype)
+                    for (k, v), buffers in zip(layers, room, strict=True)]
     return cache
 
 
 class PreallocatedLayer(DynamicLayer):
     """A cache layer whose keys and values live in a buffer sized for the whole answer: a decode step
-    writes one column in place instead of concatenating the cache (no gradient: sampling only)."""
+    writes one column in place instead of concatenating the cache (no gradient: sampling only). In given
+    ``buffers`` (a ``KVArena``'s), rows are also dropped and repeated in place where the order allows."""
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int) -> None:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, capacity: int,
+                 buffers: tuple[torch.Tensor, torch.Tensor] | None = None, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         shape = (keys.shape[0], keys.shape[1], capacity, keys.shape[3])
-        self._keys, self._values = keys.new_empty(shape), values.new_empty(shape)
+        if buffers is None:
+            buffers = (keys.new_empty(shape, dtype=dtype), values.new_empty(shape, dtype=dtype))
+        self._room_keys, self._room_values = buffers[0][:, :, :capacity], buffers[1][:, :, :capacity]
+        self._keys, self._values = self._room_keys[: shape[0]], self._room_values[: shape[0]]
         self._length = keys.shape[2]
         self._keys[:, :, : self._length] = keys
         self._values[:, :, : self._length] = values
-        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.dtype, self.device, self.is_initialized = self._keys.dtype, keys.device, True
         self._views()
 
     def _views(self) -> None:
@@ -262,7 +315,26 @@ class PreallocatedLayer(DynamicLayer):
         return self._length
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._keys, self._values = self._keys[indices], self._values[indices]
+        """Keep rows ``indices`` (in that order; a row may repeat). Dropping rows (sources at or after
+        their targets) and repeating rows (sources at or before them) move rows in place, in the order
+        that reads each source before it is overwritten; any other selection gathers into new buffers."""
+        order = [int(i) for i in indices.tolist()]
+        ascending = all(a <= b for a, b in itertools.pairwise(order))
+        in_room = len(order) <= self._room_keys.shape[0]
+        if ascending and in_room and all(source >= target for target, source in enumerate(order)):
+            moves = list(enumerate(order))
+        elif ascending and in_room and all(source <= target for target, source in enumerate(order)):
+            moves = list(reversed(list(enumerate(order))))
+        else:
+            self._keys, self._values = self._keys[indices], self._values[indices]
+            self._room_keys, self._room_values = self._keys, self._values
+            self._views()
+            return
+        for target, source in moves:
+            if target != source:
+                self._room_keys[target, :, : self._length] = self._room_keys[source, :, : self._length]
+                self._room_values[target, :, : self._length] = self._room_values[source, :, : self._length]
+        self._keys, self._values = self._room_keys[: len(order)], self._room_values[: len(order)]
         self._views()
 
 
@@ -306,34 +378,38 @@ class _Prompted:
 
 
 def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], prompts: Sequence[Sequence[int]],
-           settings: SamplingSettings, generator: torch.Generator | None) -> list[Sampled]:
+           settings: SamplingSettings, generator: torch.Generator | None, arena: KVArena | None = None
+           ) -> list[Sampled]:
     """Sample one answer per prompt in one batch: identical prompts prefilled once, the prefix's keys and
     values shared, finished rows dropped from the batch. ``prompts`` are the ids after the prefix. A row cut
-    at ``max_new_tokens`` costs one forward step more, for its end token's log-prob."""
+    at ``max_new_tokens`` costs one forward step more, for its end token's log-prob. The cache lives in
+    ``arena``'s buffers when one is given."""
     if not prompts:
         return []
     with torch.no_grad():
-        return _decode(network, _prefill_prompts(network, prefix, prompts, settings), settings, generator)
+        return _decode(network, _prefill_prompts(network, prefix, prompts, settings, arena), settings, generator)
 
 
 def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
                       prompts: Sequence[Sequence[int]], settings: SamplingSettings,
-                      generator: torch.Generator | None) -> tuple[list[list[float]], list[Sampled]]:
+                      generator: torch.Generator | None, arena: KVArena | None = None
+                      ) -> tuple[list[list[float]], list[Sampled]]:
     """Draft the answers with ``draft`` (a lower-precision copy of ``exact``), score them with ``exact``.
 
     The prompts are prefilled once, by ``exact``; the draft decodes from that cache cast to its dtype and
     from the exact first-token distribution; then one ``exact`` forward over every answer, on the same
     prompt cache, gives each row's log-probs of its answer (stop token excluded) followed by the end
     token: the canonical tokens whenever the answer's ids are its text's tokenization. Returns those
-    log-probs and the draft's samples (for the drift between the two)."""
+    log-probs and the draft's samples (for the drift between the two). Both caches live in ``arena``'s
+    buffers when one is given (one per dtype)."""
     if not prompts:
         return [], []
     with torch.no_grad():
-        state = _prefill_prompts(exact, prefix, prompts, settings)
+        state = _prefill_prompts(exact, prefix, prompts, settings, arena)
         dtype = next(draft.parameters()).dtype
         capacity = state.cache.layers[0]._keys.shape[2]
-        drafted_state = _Prompted(_preallocated_cache([(layer.keys.to(dtype), layer.values.to(dtype))
-                                                       for layer in state.cache.layers], len(prompts), capacity),
+        drafted_state = _Prompted(_preallocated_cache([(layer.keys, layer.values) for layer in state.cache.layers],
+                                                      len(prompts), capacity, arena, dtype=dtype),
                                   state.logits, state.mask, state.next_position)
         drafted = _decode(draft, drafted_state, settings, generator)
         answers = [d.ids[:-1] if d.stopped else d.ids for d in drafted]
@@ -341,7 +417,8 @@ def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[tor
 
 
 def _prefill_prompts(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
-                     prompts: Sequence[Sequence[int]], settings: SamplingSettings) -> _Prompted:
+                     prompts: Sequence[Sequence[int]], settings: SamplingSettings,
+                     arena: KVArena | None = None) -> _Prompted:
     """Prefill each distinct prompt once (left-padded after the shared prefix), then one cache row per
     prompt, with room for ``max_new_tokens`` + 1 more positions."""
     device = next(network.parameters()).device
@@ -354,8 +431,10 @@ def _prefill_prompts(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.
     mask = torch.tensor([[1] * prefix_len + [0] * (width - len(p)) + [1] * len(p) for p in unique], device=device)
     positions = torch.tensor([[0] * (width - len(p)) + list(range(prefix_len, prefix_len + len(p))) for p in unique],
                              device=device)
-    cache = _preallocated_cache(prefix, len(unique), capacity) if prefix else _empty_cache(network, len(unique),
-                                                                                             capacity)
+    if prefix:
+        cache = _preallocated_cache(prefix, len(unique), capacity, arena, room_rows=len(prompts))
+    else:
+        cache = _empty_cache(network, len(unique), capacity, arena, room_rows=len(prompts))
     out = network(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
                   logits_to_keep=1)
     index = torch.tensor(row_of, device=device)
@@ -433,14 +512,16 @@ def _score_answers(network: nn.Module, state: _Prompted, answers: Sequence[Seque
     return scored
 
 
-def _empty_cache(network: nn.Module, rows: int, capacity: int) -> DynamicCache:
+def _empty_cache(network: nn.Module, rows: int, capacity: int, arena: KVArena | None = None,
+                 room_rows: int = 0) -> DynamicCache:
     """No shared prefix: a cache that starts empty (a zero-length prefix of the right shape)."""
     config = network.config.get_text_config(decoder=True)
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     parameter = next(network.parameters())
     empty = parameter.new_zeros(1, heads, 0, dim)
-    return _preallocated_cache([(empty, empty)] * config.num_hidden_layers, rows, capacity)
+    return _preallocated_cache([(empty, empty)] * config.num_hidden_layers, rows, capacity, arena,
+                               room_rows=room_rows)
 
 
 def _choose(log_probs: torch.Tensor, settings: SamplingSettings, generator: torch.Generator | None) -> torch.Tensor:
