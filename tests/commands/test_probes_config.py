@@ -251,3 +251,30 @@ def test_resume_overrides_are_recorded_and_a_finished_run_is_left_alone(
     assert main(["train", "--quiet", f"resume={run.path}"]) == 0  # finished: no second final evaluation
     assert "is finished" in capsys.readouterr().out
     assert {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("damage", ["bank", "checkpoint"])
+def test_a_resume_that_cannot_start_is_one_line_and_changes_nothing(
+    tmp_path: Path, fakes: None, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    assert main(["train", "--quiet", f"run.dir={tmp_path}", "run.name=r", "trainer.total_epochs=1", *FAKE]) == 0
+    run = RunDir(tmp_path / "r")
+    if damage == "bank":  # not a database at all
+        for path in run.path.glob("milestones.sqlite*"):
+            path.unlink()
+        run.bank.write_bytes(b"this is not a milestone bank " * 40)
+    else:  # readable, but its weights do not fit the policy: one tensor more
+        from admire import checkpoints
+
+        state = checkpoints.load(run.path)
+        state["policy"] = {**state["policy"], "extra.weight": torch.zeros(2)}
+        checkpoints.save(run.checkpoints, state, epoch=0)
+    before = {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["train", "--quiet", f"resume={run.path}", "trainer.total_epochs=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("admire train: error: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert ("milestone bank" if damage == "bank" else "does not fit") in err
+    assert not (run.path / "resumes.jsonl").exists()
+    after = {p: p.read_bytes() for p in run.path.rglob("*") if p.is_file() and p.name != "milestones.sqlite-journal"}
+    assert {p: b for p, b in after.items() if p in before} == before  # config.yaml, metrics, checkpoints untouched

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"admire train: error: {exc}", file=sys.stderr)
         return 2
+    on_restored = None
     if resume is not None:
         done = finished(run_dir, cfg)
         if done:  # resuming a finished run changes nothing (no second final evaluation)
             print(done)
             return 0
-        record_resume(run_dir, cfg, changed)
+        # Recorded once the checkpoint and the bank are back: a resume that cannot start changes nothing.
+        on_restored = partial(record_resume, run_dir, cfg, changed)
         console.print(f"[bold]resuming[/bold] {run_dir.path}")
     else:
         try:
@@ -90,11 +93,15 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]run[/bold] {run_dir.path}")
     if on_verl(cfg):
         return train_on_verl(cfg, run_dir.path, console)
+    from admire.checkpoints import CheckpointError
     from admire.signals import Terminated, report_stop, terminate_on_signals
 
     try:  # SIGTERM/SIGHUP/Ctrl-C unwind train(): browsers closed, run resumable
         with terminate_on_signals():
-            summary = train(cfg, run_dir, console=console)
+            summary = train(cfg, run_dir, console=console, on_restored=on_restored)
+    except CheckpointError as exc:  # a checkpoint that does not fit, or an unreadable bank: nothing was written
+        print(f"admire train: error: {exc}", file=sys.stderr)
+        return 2
     except (Terminated, KeyboardInterrupt) as exc:
         return report_stop("train", exc, f"admire train resume={run_dir.path}")
     except NoUsableEpisodes as exc:

@@ -21,7 +21,7 @@ import os
 import random
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +32,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Decision, Policy, make_policy, trainable_parameters
+from admire.checkpoints import CheckpointError
 from admire.config import LEGACY_DEFAULTS
 from admire.embeddings import Encoder
 from admire.envs.suites import Suite, get_suite
-from admire.milestones.bank import MilestoneBank
+from admire.milestones.bank import MilestoneBank, MilestoneBankError
 from admire.progress import ProgressFn, counting
 from admire.report import plot_learning_curve
 from admire.rewards import RewardConfig, StepJudge
@@ -95,7 +96,7 @@ class TrainState:
 
 def train(
     cfg: DictConfig, run: RunDir, *, console: Any = None, encoder: Encoder | None = None,
-    judge: StepJudge | None = None,
+    judge: StepJudge | None = None, on_restored: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Train the policy described by ``cfg`` into ``run``; returns the summary (also in summary.json).
 
@@ -103,6 +104,8 @@ def train(
     by default the matcher loads ``milestone_reward.encoder`` and the policy its own); ``judge`` replaces
     the LLM judge that ``reward.mode=judge`` builds from ``reward.judge``. Environments come from the
     backend registry (``env.src``), so a test registers a fake backend rather than passing one in.
+    ``on_restored`` is called once the bank is open and the checkpoint (if any) restored, before the run
+    folder is written to: a resume records itself there, so a resume that cannot start records nothing.
     """
     check_config(cfg, judge_given=judge is not None)
     configure_threads(cfg.trainer.threads)
@@ -121,7 +124,11 @@ def train(
         judge = build_judge(cfg)
 
     with ExitStack() as stack:
-        bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
+        try:
+            bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
+        except MilestoneBankError as exc:
+            raise CheckpointError(f"{exc}; put back a copy of the run's milestones.sqlite, or start a new run") \
+                from None
         stack.callback(bank.close)
         scorer = BatchScorer.from_config(cfg, bank, encoder=encoder, judge=judge, run=run.path.name)
         envs = make_envs(cfg, stack)
@@ -133,6 +140,8 @@ def train(
             logger.info("resuming %s at epoch %d (bank version %d)", run.path, state.epoch, bank.version)
         else:
             start_bank_afresh(cfg, bank)
+        if on_restored is not None:
+            on_restored()
         truncate_metrics(run.metrics, before_step=state.epoch)
         tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
                           project=str(OmegaConf.select(cfg, "tracking.project", default="admire")),
@@ -693,8 +702,6 @@ def restore(
 ) -> TrainState:
     """Put everything back as ``checkpoint_state`` took it; a checkpoint that does not fit this policy,
     optimizer or TrainState is a ``CheckpointError`` (one line) before anything is changed on disk."""
-    from admire.checkpoints import CheckpointError
-
     try:
         state = TrainState(**checkpoint["state"])
         version = int(checkpoint["bank_version"])
