@@ -360,3 +360,16 @@ def test_resuming_a_hostile_run_folder_sends_no_key_anywhere(tmp_path: Path, mon
     assert code == 2 and "a run folder does not choose where a key goes" in err
     assert "reward.judge.base_url=http://127.0.0.1:" in err and "reward.judge.api_key_env=THEIR_PICK" in err
     assert received == []
+
+
+def test_the_final_evaluation_is_of_the_final_policy(tmp_path: Path) -> None:
+    # Evaluated after epochs 2 and 4 of 5: the last policy is evaluated again at the end, not reported from
+    # epoch 4's evaluation; with an evaluation in the last epoch, that one is the final one.
+    summary, run = run_training(tmp_path, "trainer.total_epochs=5", "trainer.eval_every=2")
+    assert [p.name for p in sorted(run.trajectories.glob("eval_*.jsonl"))] == \
+        ["eval_epoch_0000.jsonl", "eval_epoch_0002.jsonl", "eval_epoch_0004.jsonl", "eval_epoch_0006.jsonl"]
+    final = run.read_trajectories("eval", 6)
+    assert final is not None
+    assert summary["after"]["success"] == pytest.approx(sum(t.outcome for t in final) / len(final))
+    summary, run = run_training(tmp_path, "trainer.total_epochs=4", "trainer.eval_every=2", name="even")
+    assert not run.trajectory_file("eval", 5).exists() and run.trajectory_file("eval", 4).exists()
