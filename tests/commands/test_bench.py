@@ -425,3 +425,14 @@ def test_matcher_calibration_refuses_a_malformed_pair_file(tmp_path: Path) -> No
     data.write_text('{"description": "clicked"}\n')
     with pytest.raises(SystemExit, match=r"pairs.jsonl:1: not a pair"):
         matcher_calibration.main(["--data", str(data)])
+
+
+def test_a_continued_run_takes_this_invocations_budget(learning: ModuleType, tmp_path: Path) -> None:
+    common = learning.common_overrides("miniwob-long", epochs=30, env_steps=280)
+    start, arm = learning.build_plan(["admire"], [0], common, tmp_path)
+    for spec in (start, arm):
+        (tmp_path / spec.name).mkdir()
+        (tmp_path / spec.name / "config.yaml").write_text("run: {}\n")
+    assert learning.train_command(arm, tmp_path / arm.name)[-3:] == [
+        f"resume={tmp_path / arm.name}", "trainer.total_epochs=30", "trainer.total_env_steps=280"]
+    assert learning.train_command(start, tmp_path / start.name)[-1] == f"resume={tmp_path / start.name}"

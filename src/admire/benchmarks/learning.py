@@ -229,10 +229,17 @@ def admire_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "admire.cli", *args]
 
 
+# Keys a continued run takes from this invocation (``--epochs``, ``--env-steps``): every unfinished run
+# of the folder then stops at the same budget.
+BUDGET_KEYS = ("trainer.total_epochs", "trainer.total_env_steps")
+
+
 def train_command(spec: RunSpec, run_dir: Path) -> list[str]:
-    """A fresh run, or the continuation of one a previous invocation started (``--resume``)."""
+    """A fresh run, or the continuation of one a previous invocation started (``--resume``), to this
+    invocation's budget."""
     if (run_dir / "config.yaml").exists():
-        return admire_command("train", "--quiet", f"resume={run_dir}")
+        budget = [o for o in spec.overrides if override_key(o) in BUDGET_KEYS and spec.variant != START]
+        return admire_command("train", "--quiet", f"resume={run_dir}", *budget)
     return admire_command("train", "--quiet", *spec.overrides)
 
 
