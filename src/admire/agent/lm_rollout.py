@@ -49,6 +49,8 @@ from transformers import AttentionInterface
 from transformers.cache_utils import DynamicCache, DynamicLayer
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+from admire.agent.decode_step import DecodeStep, lean_step_for
+
 GROUPED_ATTENTION = "admire_grouped_sdpa"
 """The name under which :func:`grouped_attention` is registered with transformers."""
 
@@ -455,6 +457,7 @@ def _decode(network: nn.Module, state: _Prompted, settings: SamplingSettings,
     stopped = [False] * rows
     end_scores = [0.0] * rows
     stops = torch.tensor(settings.stop_ids, device=device)
+    step_logits = lean_step_for(network) or _model_step(network)
     for step in range(settings.max_new_tokens + 1):
         log_probs = torch.log_softmax(logits.float() / settings.temperature, dim=-1)
         if step == settings.max_new_tokens:  # the rows cut at the cap: their end token's log-prob
@@ -477,11 +480,18 @@ def _decode(network: nn.Module, state: _Prompted, settings: SamplingSettings,
             state.cache.batch_select_indices(keep)
             tokens, mask, next_position = tokens[keep], mask[keep], next_position[keep]
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
-        out = network(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_position[:, None],
-                      past_key_values=state.cache, use_cache=True)
-        logits = out.logits[:, -1]
+        logits = step_logits(tokens, mask, next_position, state.cache)
         next_position = next_position + 1
     return [Sampled(*row) for row in zip(chosen, scores, stopped, end_scores, strict=True)]
+
+
+def _model_step(network: nn.Module) -> DecodeStep:
+    """A decode step through the model's own forward (any architecture transformers runs)."""
+    def step(tokens: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> torch.Tensor:
+        out = network(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions[:, None],
+                      past_key_values=cache, use_cache=True)
+        return out.logits[:, -1]
+    return step
 
 
 def _score_answers(network: nn.Module, state: _Prompted, answers: Sequence[Sequence[int]],
