@@ -210,3 +210,22 @@ def test_acts_in_reused_buffers_draw_and_score_what_fresh_buffers_do(tiny_qwen2_
     assert policies[0]._arena.nbytes > 0
     policies[0].train()
     assert policies[0]._arena.nbytes == 0  # given back for the update's activations
+
+
+def test_a_drafted_row_in_another_spelling_is_scored_canonically_by_the_verifying_forward(
+        tiny_qwen2_dir, monkeypatch):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=24, sampler_dtype="bfloat16", lora={"r": 4})
+    second_forwards: list[int] = []
+    original = policy._score
+    monkeypatch.setattr(policy, "_score", lambda decisions, *a, **k: second_forwards.append(len(decisions))
+                        or original(decisions, *a, **k))
+    outputs = []
+    for _ in range(4):  # random weights at temperature 1: some drafted ids are not their text's tokenization
+        outputs += list(zip(SCREENS, policy.act(SCREENS, [[] for _ in SCREENS]), strict=True))
+    other_spelling = [(o, out) for o, out in outputs if not out.info["sampled_canonical"]]
+    assert other_spelling, "no row was drafted in another spelling; the test needs one"
+    fitting = [len(policy._response_ids(out.text)) - 1 <= 24 for _, out in outputs]
+    assert sum(second_forwards) == fitting.count(False)  # only rows whose canonical answer overruns the cap
+    for observation, output in other_spelling:
+        assert output.info["token_log_probs"] == pytest.approx(
+            plain_token_log_probs(policy, observation, output.text), abs=2e-4)

@@ -200,21 +200,24 @@ class LMPolicy(nn.Module):
         there is one (greedy decoding and the reference model use the weights themselves). A row whose answer
         ids are the canonical tokenization of its text keeps the log-probs the trained weights gave them while
         sampling or verifying, with the end token's after the answer (whichever stop was drawn, or where the
-        cap cut it); a row sampled in another spelling is re-scored."""
+        cap cut it). A drafted row's verifying forward scores its canonical tokens directly, so a row the draft
+        sampled in another spelling costs nothing more; without a draft such a row is re-scored."""
         rows = [self._encode_prompt(o, h) for o, h in zip(observations, histories, strict=True)]
         prompts = [row["input_ids"][0].tolist() for row in rows]
         network = self._network()
         drafting = (self._low_precision is not None and self._head_on_hidden and not self._in_reference
                     and not greedy)
         exact: list[list[float]] | None = None
+        verified: list[bool] = []
         with torch.no_grad():
             prefix, shared = self._prefix(network, prompts)
             suffixes = [p[shared:] for p in prompts]
             if drafting:
                 assert self._low_precision is not None
                 draft = self._low_precision.refreshed(network)
-                exact, samples = sample_and_verify(network, draft, prefix, suffixes, self._sampling(greedy),
-                                                   self._generator(greedy), self._arena)
+                exact, samples, verified = sample_and_verify(
+                    network, draft, prefix, suffixes, self._sampling(greedy), self._generator(greedy), self._arena,
+                    canonical=lambda ids: self._response_ids(self.tokenizer.decode(ids, skip_special_tokens=True))[:-1])
             else:
                 samples = sample(network, prefix, suffixes, self._sampling(greedy), self._generator(greedy),
                                  self._arena)
@@ -225,7 +228,9 @@ class LMPolicy(nn.Module):
             wanted = self._response_ids(text)
             texts.append(text)
             canonical.append(answer == wanted[:-1])
-            if canonical[-1]:
+            if exact is not None and verified[i]:  # the verifying forward scored the canonical tokens
+                scored.append(exact[i])
+            elif canonical[-1]:
                 scored.append(exact[i] if exact is not None else [*drawn.log_probs[:len(answer)], drawn.end_log_prob])
             else:
                 scored.append([])

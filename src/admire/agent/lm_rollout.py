@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -394,18 +394,21 @@ def sample(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]], 
 
 def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
                       prompts: Sequence[Sequence[int]], settings: SamplingSettings,
-                      generator: torch.Generator | None, arena: KVArena | None = None
-                      ) -> tuple[list[list[float]], list[Sampled]]:
+                      generator: torch.Generator | None, arena: KVArena | None = None,
+                      canonical: Callable[[list[int]], list[int]] | None = None,
+                      ) -> tuple[list[list[float]], list[Sampled], list[bool]]:
     """Draft the answers with ``draft`` (a lower-precision copy of ``exact``), score them with ``exact``.
 
     The prompts are prefilled once, by ``exact``; the draft decodes from that cache cast to its dtype and
     from the exact first-token distribution; then one ``exact`` forward over every answer, on the same
-    prompt cache, gives each row's log-probs of its answer (stop token excluded) followed by the end
-    token: the canonical tokens whenever the answer's ids are its text's tokenization. Returns those
-    log-probs and the draft's samples (for the drift between the two). Both caches live in ``arena``'s
-    buffers when one is given (one per dtype)."""
+    prompt cache, gives each row's log-probs of its answer followed by the end token. The answer scored is
+    ``canonical(drafted ids)`` (the tokenization of the drafted text, so a row sampled in another spelling
+    needs no second forward) when given and no longer than ``max_new_tokens``, else the drafted ids with
+    the stop token excluded. Returns those log-probs, the draft's samples (for the drift between the two)
+    and, per row, whether the canonical answer was the one scored. Both caches live in ``arena``'s buffers
+    when one is given (one per dtype)."""
     if not prompts:
-        return [], []
+        return [], [], []
     with torch.no_grad():
         state = _prefill_prompts(exact, prefix, prompts, settings, arena)
         dtype = next(draft.parameters()).dtype
@@ -414,8 +417,14 @@ def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[tor
                                                       len(prompts), capacity, arena, dtype=dtype),
                                   state.logits, state.mask, state.next_position)
         drafted = _decode(draft, drafted_state, settings, generator)
-        answers = [d.ids[:-1] if d.stopped else d.ids for d in drafted]
-        return _score_answers(exact, state, answers, settings), drafted
+        answers, verified = [], []
+        for d in drafted:
+            ids = d.ids[:-1] if d.stopped else d.ids
+            wanted = canonical(ids) if canonical is not None else None
+            fits = wanted is not None and len(wanted) <= settings.max_new_tokens
+            answers.append(wanted if fits else ids)
+            verified.append(fits)
+        return _score_answers(exact, state, answers, settings), drafted, verified
 
 
 def _prefill_prompts(network: nn.Module, prefix: list[tuple[torch.Tensor, torch.Tensor]],
