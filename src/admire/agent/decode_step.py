@@ -1,16 +1,17 @@
 """One decode step of a Llama-family model as plain tensor calls, for sampling only.
 
 Why this exists beside the model's own forward: at batch 8 on a CPU, a decode step of SmolLM2-135M through
-transformers spent about half of its time outside the matrix products (measured with torch's profiler,
-docs/lm-policy.md): per module it builds a mask, converts norms to float32 and back, repeats the mask per
-query group and walks thirty layers of ``nn.Module`` calls. The step below reads the same parameters and
+transformers spends a large share of its time outside the matrix products and the attention (torch's
+profiler; the numbers are in docs/lm-policy.md): per step it builds a mask, per layer it repeats that mask
+for each query group, and it walks thirty layers of ``nn.Module`` calls. The step below reads the same parameters and
 does the same arithmetic (RMSNorm, rotary embedding from the model's own rotary module, grouped-query
 attention over the cache, SiLU-gated MLP, the tied or untied head), with one boolean padding mask per step
 broadcast over every head and query.
 
 It is used only where sampling may come from an approximation that is checked afterwards: the bfloat16
-draft, whose answers one forward of the trained weights scores again (:func:`sample_and_verify`), and the
-policy's own weights, where a test holds its log-probs to a plain forward's. Architectures outside
+draft, whose answers one forward of the trained weights scores again (:func:`sample_and_verify`), and
+adapter-free weights that sample for themselves, where its logits are the model's forward's (a test holds
+them to 1e-5 in float32). Architectures outside
 :data:`SUPPORTED_MODEL_TYPES`, or with a feature this step does not compute (sliding windows, biases on the
 MLP, another activation), keep the model's forward: :func:`lean_step_for` returns None for them.
 """
@@ -106,8 +107,8 @@ class _LeanStep:
 
 def _rms_norm(x: torch.Tensor, norm: nn.Module, eps: float) -> torch.Tensor:
     """transformers' Llama RMSNorm: normalised in float32, cast back, then scaled by the weight."""
-    variance = x.float().pow(2).mean(-1, keepdim=True)
-    return norm.weight * (x.float() * torch.rsqrt(variance + eps)).to(x.dtype)
+    wide = x.float()
+    return norm.weight * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

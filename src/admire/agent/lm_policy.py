@@ -230,8 +230,8 @@ class LMPolicy(nn.Module):
             canonical.append(answer == wanted[:-1])
             if exact is not None and verified[i]:  # the verifying forward scored the canonical tokens
                 scored.append(exact[i])
-            elif canonical[-1]:
-                scored.append(exact[i] if exact is not None else [*drawn.log_probs[:len(answer)], drawn.end_log_prob])
+            elif canonical[-1]:  # sampled by the trained weights themselves: their log-probs while sampling
+                scored.append([*drawn.log_probs[:len(answer)], drawn.end_log_prob])
             else:
                 scored.append([])
                 rescore.append(i)
