@@ -23,6 +23,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from admire.envs.miniwob_settle import SETTLE_MODES, check_settle_options
+from admire.server.slow_clients import DEFAULT_REQUEST_TIMEOUT_S, MIN_REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:
     from admire.envs.android_devices import AndroidSettings
@@ -82,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None,
                         help=f"bearer token clients must send (default: ${TOKEN_ENV}); required off loopback")
     parser.add_argument("--max-request-bytes", type=int, default=1 << 20, help="largest request body (default: 1 MiB)")
+    parser.add_argument("--request-timeout", type=float, default=DEFAULT_REQUEST_TIMEOUT_S,
+                        help="seconds a client has to send a whole request; a slower one is disconnected "
+                             f"(default: {DEFAULT_REQUEST_TIMEOUT_S:g})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     pages = parser.add_argument_group("MiniWoB++ pages (--backend miniwob)")
     pages.add_argument("--settle", default=None, choices=SETTLE_MODES,
@@ -150,6 +154,7 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
         if not low <= value <= high:
             raise UsageError(f"{flag} must be between {low} and {high}, got {value}; pass a value in that range")
     for flag, value in (("--lease-ttl", args.lease_ttl), ("--call-timeout", args.call_timeout),
+                        ("--request-timeout", args.request_timeout),
                         ("--ray-cpus-per-device", args.ray_cpus_per_device)):
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of {'CPUs' if 'cpus' in flag else 'seconds'}, "
@@ -157,6 +162,9 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
     if args.lease_ttl < MIN_LEASE_TTL_S:
         raise UsageError(f"--lease-ttl must be at least {MIN_LEASE_TTL_S:g} seconds, got {args.lease_ttl:g}: a "
                          "shorter lease expires between a client's calls; pass e.g. --lease-ttl 300")
+    if args.request_timeout < MIN_REQUEST_TIMEOUT_S:
+        raise UsageError(f"--request-timeout must be at least {MIN_REQUEST_TIMEOUT_S:g} seconds, got "
+                         f"{args.request_timeout:g}; pass e.g. --request-timeout {DEFAULT_REQUEST_TIMEOUT_S:g}")
     if args.num_devices == 0 and args.max_devices is None:
         raise UsageError("--num-devices 0 starts devices only on demand, up to --max-devices; pass --max-devices N "
                          "(or --num-devices 1 or more)")
@@ -280,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.server.app import LOOPBACK_HOSTS, create_app
     from admire.server.pool import DevicePool, PoolConfig
+    from admire.server.slow_clients import request_deadline_protocol
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = PoolConfig(num_devices=args.num_devices, max_devices=args.max_devices,
@@ -303,7 +312,8 @@ def run(args: argparse.Namespace) -> int:
             mount_dashboard(app, pool, auth=("admire", token) if token else None)
             log.info("dashboard at http://%s:%d/ui", args.host, args.port)
         with _stop_quietly_on_signals():
-            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+            uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                        http=request_deadline_protocol(args.request_timeout))
     except _Stopped:
         pass
     finally:

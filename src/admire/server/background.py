@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from admire.server.slow_clients import DEFAULT_REQUEST_TIMEOUT_S, request_deadline_protocol
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (another process may still take it before we bind)."""
@@ -24,8 +26,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextlib.contextmanager
 def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int | None = None,
-                    start_timeout_s: float = 30.0, log_level: str = "warning") -> Iterator[str]:
+                    start_timeout_s: float = 30.0, log_level: str = "warning",
+                    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> Iterator[str]:
     """Run ``app`` with uvicorn (lifespan events included) until the block ends; yields its base URL.
+    Requests are read under ``admire serve``'s deadline (:mod:`admire.server.slow_clients`).
 
     The socket is bound here and handed to uvicorn, so no other process can take the port between
     choosing it and listening on it (``port=None``: any free one)."""
@@ -35,7 +39,8 @@ def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int | None = Non
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port or 0))
     port = int(sock.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on", ws="none"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan="on", ws="none",
+                                           http=request_deadline_protocol(request_timeout_s)))
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]  # signals belong to the main thread
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True)
     thread.start()

@@ -125,6 +125,8 @@ def serve(run: RunData | str | Path, host: str = "127.0.0.1", port: int = 8765) 
     import uvicorn
 
     from admire.server.app import LOOPBACK_HOSTS
+    from admire.server.slow_clients import request_deadline_protocol
 
     allowed = LOOPBACK_HOSTS | {host.strip("[]").lower()}
-    uvicorn.run(create_app(run, allowed_hosts=allowed), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(run, allowed_hosts=allowed), host=host, port=port, log_level="warning",
+                http=request_deadline_protocol())
