@@ -51,7 +51,8 @@ ProseVerdict = Literal["anchored", "neutral", "conflict"]
 _TOKEN = re.compile(r"<(?:value|v\d+)>|[a-z0-9]+", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"<(?:value|v\d+)>", re.IGNORECASE)
 _POSITIONAL = re.compile(r"<v\d+>", re.IGNORECASE)
-_HYPHENATED = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+", re.IGNORECASE)
+# From the start of a run of letters and digits only: a start inside a long run rescans it (quadratic).
+_HYPHENATED = re.compile(r"(?<![a-z0-9])[a-z0-9]++(?:-[a-z0-9]++)+", re.IGNORECASE)
 _STOP = frozenset({"a", "an", "the", "of", "or", "and", "to", "for", "in", "on", "at", "by", "as", "with", "from",
                    "into", "onto", "this", "that", "it", "its", "is", "was", "be", "been", "my", "your", "their",
                    "his", "her", "our", "s"})

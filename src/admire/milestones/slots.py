@@ -45,7 +45,9 @@ _URL = re.compile(r"https?://[^\s\"'<>]+[^\s\"'<>.,;:!?)]")
 # goal of one long word would cost quadratic time.
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _HANDLE = re.compile(r"(?<![\w@])@\w+")
-_FILENAME = re.compile(r"(?<![\w.])\w[\w-]*\.[A-Za-z0-9]{1,5}(?!\w)(?!\.\w)")
+# A file name is the whole of a run of name characters (leading dashes left out, as "value"): a start
+# inside the run would rescan it to its end, quadratic on "a-a-a-…".
+_FILENAME = re.compile(r"(?<![\w.-])-*+(?P<value>\w[\w-]*+\.[A-Za-z0-9]{1,5})(?!\w)(?!\.\w)")
 # A time with its AM/PM ("9:37 PM"), before plain numbers so the two stay one value.
 _TIME = re.compile(r"(?<![\w:])\d{1,2}:\d{2}(?::\d{2})?(?:\s?[AaPp]\.?[Mm]\.?)?(?![\w:])")
 # Numbers, dates, phone numbers, ranges, ordinals: "5", "-10", "05/20/2010", "+1-555-0199", "7th".
@@ -106,10 +108,12 @@ def extract_slot_values(instruction: str) -> list[str]:
 
     for pattern in (_URL, _EMAIL, _HANDLE, _FILENAME, _TIME, _NUMBER, _MIXED_TOKEN):
         pieces, last = [], 0  # each match blanked, the text rebuilt once per pattern (not once per match)
+        group = "value" if "value" in pattern.groupindex else 0  # the value may be part of what the rule reads
         for match in pattern.finditer(rest):
-            values.append(match.group(0))
-            pieces += [rest[last:match.start()], " " * (match.end() - match.start())]
-            last = match.end()
+            start, end = match.span(group)
+            values.append(match.group(group))
+            pieces += [rest[last:start], " " * (end - start)]
+            last = end
         rest = "".join([*pieces, rest[last:]])
     values.extend(_capitalised_values(rest))
     values.extend(list_values)
