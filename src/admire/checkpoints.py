@@ -286,6 +286,21 @@ def load_policy(path: str | Path) -> dict[str, Any]:
     return dict(policy) if not isinstance(policy, OrderedDict) else policy
 
 
+def check_weight_types(expected: Mapping[str, Any], given: Mapping[str, Any], source: str | Path) -> None:
+    """``CheckpointError`` when a tensor of ``given`` has another dtype than the tensor of the same name in
+    ``expected`` (a module's ``state_dict``). ``load_state_dict`` would copy an int8 or float64 tensor into a
+    float32 parameter without a word, so a tampered or foreign checkpoint would load as different weights."""
+    for name, value in given.items():
+        target = expected.get(name)
+        if isinstance(value, Mapping) and isinstance(target, Mapping):  # a module's extra state
+            check_weight_types(target, value, source)
+            continue
+        value_dtype, target_dtype = getattr(value, "dtype", None), getattr(target, "dtype", None)
+        if value_dtype is not None and target_dtype is not None and value_dtype != target_dtype:
+            raise CheckpointError(f"{source}: the weight {name!r} is {value_dtype} where the policy holds "
+                                  f"{target_dtype}; a checkpoint of this policy stores it as it is trained")
+
+
 def _checkpoints_folder(path: Path) -> Path:
     return path / "checkpoints" if (path / "checkpoints").is_dir() else path
 

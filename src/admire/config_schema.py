@@ -700,3 +700,39 @@ def check_resume_overrides(overrides: Sequence[str]) -> list[tuple[str, str]]:
                                   f"run instead, or change only {', '.join(RESUMABLE_KEYS)}")
             pairs.append((key, value))
     return pairs
+
+
+# --------------------------------------------------------------------------------------------------
+# The experiment a run's checkpoints were trained under
+# --------------------------------------------------------------------------------------------------
+
+WHERE_THE_RUN_IS: tuple[str, ...] = ("run.dir", "run.name")
+"""Where a run lives, not what it is: a run folder may be moved or renamed and still resume."""
+
+
+def experiment_values(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """Every key that defines the experiment (all but ``RESUMABLE_KEYS`` and where the run lives), dotted,
+    with its resolved value: what each checkpoint records, so that a resume can tell that ``config.yaml``
+    was edited by hand since (a ``resume=`` override of such a key is refused before it gets here)."""
+    tree = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for name, value in node.items():
+                walk(value, f"{prefix}{name}.")
+            return
+        key = prefix.rstrip(".")
+        if key not in WHERE_THE_RUN_IS and not any(fnmatch.fnmatch(key, p) for p in RESUMABLE_KEYS):
+            flat[key] = node
+
+    walk(tree, "")
+    return flat
+
+
+def experiment_changes(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``key: was → now`` for each experiment key whose value differs from what a checkpoint recorded. A key
+    the checkpoint does not know (one added to the schema since) is not a change."""
+    missing = object()
+    return [f"{key}: {recorded[key]!r} -> {current.get(key, '(removed)')!r}" for key in sorted(recorded)
+            if current.get(key, missing) != recorded[key]]

@@ -12,6 +12,13 @@ import stat
 import tempfile
 from pathlib import Path
 
+PARTIAL_SUFFIX = ".tmp"
+
+
+def is_partial_write(name: str) -> bool:
+    """Whether a file name is that of an atomic write's temporary file (``.<target>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(PARTIAL_SUFFIX) and name.count(".") >= 3
+
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, overwrite: bool = True) -> Path:
     """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``.
@@ -25,7 +32,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, overwrite: bool = True)
     if not overwrite and (target.exists() or target.is_symlink()):
         raise FileExistsError(f"{target} exists")
     mode = _mode_for(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PARTIAL_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)

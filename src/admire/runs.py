@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from admire.fileio import atomic_write_bytes, atomic_write_text, read_bounded
+from admire.fileio import atomic_write_bytes, atomic_write_text, is_partial_write, read_bounded
 from admire.types import RewardBreakdown, Trajectory
 
 __all__ = ["RunDir", "atomic_write_bytes", "atomic_write_text"]
@@ -190,6 +190,23 @@ class RunDir:
         if path is None and not checkpoints.has_checkpoint(self.checkpoints):
             return None
         return checkpoints.load(path or self.checkpoints)
+
+    # ---- what a killed run leaves -------------------------------------------------------------
+
+    def remove_partial_writes(self) -> list[Path]:
+        """Delete the temporary files of atomic writes a killed process left behind (``.<name>.<random>.tmp``
+        beside the file it was writing; :func:`admire.fileio.atomic_write_bytes`), in the run's own folders.
+        Called when a resume starts, when no other process may be writing this run. Returns what went."""
+        removed = []
+        for folder in (self.path, self.trajectories, self.trajectories / "rewards", self.screenshots,
+                       self.checkpoints, self.report):
+            if folder.is_symlink() or not folder.is_dir():
+                continue
+            for path in folder.glob(".*.tmp"):
+                if path.is_file() and not path.is_symlink() and is_partial_write(path.name):
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
 
     # ---- summary ------------------------------------------------------------------------------
 

@@ -83,6 +83,18 @@ def old_run(tmp: Path) -> None:
                run / "checkpoints" / "latest.pt")
 
 
+def int8_weights(tmp: Path) -> None:
+    """A checkpoint of the default policy with one weight stored as int8: loading would cast it silently."""
+    from admire.checkpoints import save
+    from admire.config import load_config
+    from admire.rl.trainer import build_policy
+
+    weights = dict(build_policy(load_config()).state_dict())
+    name = next(k for k, v in weights.items() if isinstance(v, torch.Tensor) and v.is_floating_point())
+    weights[name] = weights[name].to(torch.int8)
+    save(tmp / "run" / "checkpoints", {"policy": weights, "state": {"epoch": 1}}, 0)
+
+
 PICKLE = r"old pickle checkpoint.*can run code.*python -m admire\.checkpoints convert .* --trust"
 
 PROBES = [
@@ -105,6 +117,11 @@ PROBES = [
     CliProbe("train-model-path-truncated", ("train", "--quiet", "run.dir={tmp}/runs",
                                             "actor_rollout_ref.model.path={tmp}/run"),
              message=r"model\.path: .*(sha256|truncated)", setup=truncated),
+    CliProbe("eval-int8-weights", ("eval", "--checkpoint", "{tmp}/run"),
+             message=r"is torch\.int8 where the policy holds torch\.float32", setup=int8_weights),
+    CliProbe("train-model-path-int8-weights", ("train", "--quiet", "run.dir={tmp}/runs",
+                                               "actor_rollout_ref.model.path={tmp}/run"),
+             message=r"is torch\.int8 where the policy holds", setup=int8_weights),
     CliProbe("train-resume-old-pickle", ("train", "--quiet", "resume={tmp}/old"), message=PICKLE, setup=old_run),
 ]
 

@@ -53,6 +53,19 @@ def _budget_spent_run(tmp: Path) -> None:
     (run / "config.yaml").write_text(text, encoding="utf-8")
 
 
+def _hand_edited_run(tmp: Path) -> None:
+    """A run whose checkpoint recorded its experiment, then ``reward.mode`` changed in its config.yaml by hand."""
+    from admire.config_schema import experiment_values
+
+    run = _fake_run(tmp)
+    cfg = OmegaConf.load(run / "config.yaml")
+    checkpoints.save(run / "checkpoints", {"policy": {"w": torch.zeros(4)}, "state": {"epoch": 1},
+                                           "experiment": experiment_values(cfg)}, epoch=0)
+    text = (run / "config.yaml").read_text(encoding="utf-8")
+    assert "  mode: admire\n" in text
+    (run / "config.yaml").write_text(text.replace("  mode: admire\n", "  mode: outcome\n", 1), encoding="utf-8")
+
+
 def _checkpoint(tmp: Path) -> Path:
     """A real (safetensors + JSON) checkpoint of a small state, in ``tmp/ck``."""
     state = {"policy": {"w": torch.zeros(4)}, "state": {"epoch": 1}}
@@ -150,6 +163,8 @@ PROBES = [
              setup=_fake_run, message=r"env\.max_envs\[0\]: must be greater than or equal to 1"),
     CliProbe("resume-not-key-value", ("train", "--quiet", "resume={tmp}/runs/x", "~trainer.total_epochs"),
              setup=_fake_run, message=r"not a key=value override"),
+    CliProbe("resume-hand-edited-experiment-key", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_hand_edited_run,
+             message=r"config\.yaml was edited after the run's last checkpoint: reward\.mode: 'admire' -> 'outcome'"),
     CliProbe("resume-empty", ("train", "--quiet", "resume="), message=r"resume: names no run"),
     CliProbe("resume-not-a-run", ("train", "--quiet", "resume={tmp}"), message=r"not a run directory", held=True),
     CliProbe("resume-finished", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_finished_run, exit_code=0),

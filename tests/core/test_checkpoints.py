@@ -88,7 +88,7 @@ def save_run(tmp_path: Path, epoch: int = 2, name: str = "run") -> tuple[RunDir,
     state = TrainState(epoch=epoch + 1, env_steps=123, wall_s=4.25, baseline={"miniwob/a": 0.5, "mean": 0.25},
                        warm_start={"bc/loss": 0.125})
     run = RunDir(tmp_path / name).create()
-    snapshot = checkpoint_state(policy, optimizer, FakeBank(9), rng, state)  # type: ignore[arg-type]
+    snapshot = checkpoint_state(policy, optimizer, FakeBank(9), rng, state, {})  # type: ignore[arg-type]
     run.save_checkpoint(snapshot, epoch)
     return run, snapshot
 

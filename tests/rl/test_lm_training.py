@@ -120,7 +120,7 @@ def test_the_lm_policy_acts_on_a_real_page_is_scored_and_trained_per_token_and_r
     run = RunDir(tmp_path / "run").create()
     from admire.rl.trainer import TrainState
 
-    run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=1)), 0)
+    run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=1), {}), 0)
     fresh = LMPolicy(path=str(tiny_qwen2_5_vl_dir), max_new_tokens=24, lora=LORA, seed=0)
     fresh_optimizer = torch.optim.Adam(trainable_parameters(fresh), lr=1e-2)
     checkpoint = run.load_checkpoint()
@@ -224,7 +224,7 @@ def test_a_text_model_trains_through_the_cached_rollout_on_a_two_step_task_with_
     run = RunDir(tmp_path / "run").create()
     from admire.rl.trainer import TrainState
 
-    run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=2)), 1)
+    run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=2), {}), 1)
     fresh = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=24, lora=LORA, seed=0)
     checkpoint = run.load_checkpoint()
     assert checkpoint is not None

@@ -364,12 +364,35 @@ def test_resuming_a_hostile_run_folder_sends_no_key_anywhere(tmp_path: Path, mon
 
 def test_the_final_evaluation_is_of_the_final_policy(tmp_path: Path) -> None:
     # Evaluated after epochs 2 and 4 of 5: the last policy is evaluated again at the end, not reported from
-    # epoch 4's evaluation; with an evaluation in the last epoch, that one is the final one.
+    # epoch 4's evaluation, and filed like any evaluation after the last epoch (eval_epoch_0005: after 5 epochs);
+    # with an evaluation in the last epoch, that one is the final one.
     summary, run = run_training(tmp_path, "trainer.total_epochs=5", "trainer.eval_every=2")
     assert [p.name for p in sorted(run.trajectories.glob("eval_*.jsonl"))] == \
-        ["eval_epoch_0000.jsonl", "eval_epoch_0002.jsonl", "eval_epoch_0004.jsonl", "eval_epoch_0006.jsonl"]
-    final = run.read_trajectories("eval", 6)
+        ["eval_epoch_0000.jsonl", "eval_epoch_0002.jsonl", "eval_epoch_0004.jsonl", "eval_epoch_0005.jsonl"]
+    final = run.read_trajectories("eval", 5)
     assert final is not None
     assert summary["after"]["success"] == pytest.approx(sum(t.outcome for t in final) / len(final))
     summary, run = run_training(tmp_path, "trainer.total_epochs=4", "trainer.eval_every=2", name="even")
     assert not run.trajectory_file("eval", 5).exists() and run.trajectory_file("eval", 4).exists()
+
+
+def test_a_resume_refuses_a_hand_edited_experiment_key_and_accepts_the_unedited_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=r", "trainer.total_epochs=1"]) == 0
+    config_path = tmp_path / "r" / "config.yaml"
+    original = config_path.read_text()
+    config = yaml.safe_load(original)
+    config["milestone_reward"]["threshold"] = 0.5  # a hand edit of a key that defines the experiment
+    config_path.write_text(yaml.safe_dump(config))
+    metrics = (tmp_path / "r" / "metrics.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["train", f"resume={tmp_path / 'r'}", "trainer.total_epochs=2"]) == 2
+    assert "milestone_reward.threshold: 0.75 -> 0.5" in capsys.readouterr().err
+    assert (tmp_path / "r" / "metrics.jsonl").read_bytes() == metrics
+    assert not (tmp_path / "r" / "resumes.jsonl").exists()
+    config_path.write_text(original)
+    (tmp_path / "r" / "checkpoints" / ".latest.json.x1y2z3.tmp").write_text("{")  # a write a kill cut short
+    assert main(["train", f"resume={tmp_path / 'r'}", "trainer.total_epochs=2"]) == 0
+    assert not list((tmp_path / "r").rglob(".*.tmp"))

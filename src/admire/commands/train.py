@@ -56,9 +56,7 @@ def run(args: argparse.Namespace) -> int:
         if resume is not None:
             run_dir, cfg, changed = _resumed(resume, overrides)
             if not on_verl(cfg):  # verl resumes from its own checkpoints (trainer.default_local_dir)
-                from admire.checkpoints import verify  # issue 13: an old .pt or broken checkpoint, first
-
-                verify(run_dir.path)
+                check_checkpoint_fits(run_dir, cfg)
         else:
             cfg = load_config(args.config, overrides, args.config_dir)
             check_config(cfg)  # a bad key or a judge without an endpoint: one line, before a run dir is made
@@ -232,10 +230,11 @@ def check_files(cfg: Any, *, fresh: bool) -> None:
         raise ValueError(f"actor_rollout_ref.model.path: no checkpoint at {model_path}; give a run directory or "
                          "checkpoint to start from, or null for a fresh policy")
     if model_path:  # a pickle or a broken file: refused (never unpickled) before a run folder is made
-        from admire.checkpoints import CheckpointError, load_policy
+        from admire.checkpoints import CheckpointError, check_weight_types, load_policy
+        from admire.rl.trainer import build_policy
 
         try:
-            load_policy(str(model_path))
+            check_weight_types(build_policy(cfg).state_dict(), load_policy(str(model_path)), model_path)
         except CheckpointError as exc:
             raise ValueError(f"actor_rollout_ref.model.path: {exc}") from None
     if fresh:
@@ -340,6 +339,27 @@ def check_credential_endpoints(stored: Any, given: set[str]) -> None:
                              f"with {' '.join(unconfirmed)} on the command line (or give your own values)")
 
 
+def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
+    """The run's latest checkpoint, if it has one, is readable (not an old pickle, not broken) and was
+    trained under the experiment ``cfg`` describes: ``config.yaml`` edited by hand since (``reward.mode``
+    changed, say) would mix two experiments in one run. ``ValueError`` (``CheckpointError`` is one): one
+    line, before the bank is opened or a browser starts."""
+    from admire import checkpoints
+    from admire.config_schema import experiment_changes, experiment_values
+
+    if not checkpoints.has_checkpoint(run_dir.path):
+        return
+    recorded = checkpoints.load(run_dir.path).get("experiment")
+    if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
+        return
+    changes = experiment_changes(recorded, experiment_values(cfg))
+    if changes:
+        more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
+        raise ValueError(f"resume: {run_dir.config} was edited after the run's last checkpoint: "
+                         f"{'; '.join(changes[:3])}{more}; these keys define the experiment, so put the values "
+                         "back, or start a new run with them")
+
+
 def finished(run_dir: Any, cfg: Any) -> str | None:
     """What to say when the run already finished under ``cfg`` (its ``summary.json`` covers
     ``trainer.total_epochs`` or the env-step budget), else None."""
@@ -373,6 +393,7 @@ def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
 
     from admire.runs import atomic_write_text
 
+    run_dir.remove_partial_writes()  # a killed run's half-written files; the resume is sure to run now
     entry = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "overrides": changed}
     with open(run_dir.path / RESUMES, "a", encoding="utf-8") as history:
         history.write(json.dumps(entry, sort_keys=True) + "\n")

@@ -71,6 +71,7 @@ def start_from_run(source: Path, policy: Any, update_rng: random.Random, run: Ru
 
     origin = RunDir(source)
     saved = checkpoints.load(origin.start_checkpoint)
+    checkpoints.check_weight_types(policy.state_dict(), saved["policy"], origin.start_checkpoint)
     policy.load_state_dict(saved["policy"])
     restore_rng(saved["rng"], update_rng)
     episodes = origin.trajectory_file("eval", 0)

@@ -32,8 +32,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Decision, Policy, make_policy, trainable_parameters
-from admire.checkpoints import CheckpointError
+from admire.checkpoints import CheckpointError, check_weight_types
 from admire.config import LEGACY_DEFAULTS
+from admire.config_schema import experiment_values
 from admire.embeddings import Encoder
 from admire.envs.suites import Suite, get_suite
 from admire.milestones.bank import MilestoneBank, MilestoneBankError
@@ -116,10 +117,13 @@ def train(
     ppo_cfg = ppo_config(cfg)
     policy = build_policy(cfg, encoder=encoder)
     if cfg.actor_rollout_ref.model.path and not takes_path(str(cfg.actor_rollout_ref.model.name)):
-        policy.load_state_dict(load_policy_weights(Path(cfg.actor_rollout_ref.model.path)))
+        weights = load_policy_weights(Path(cfg.actor_rollout_ref.model.path))
+        check_weight_types(policy.state_dict(), weights, cfg.actor_rollout_ref.model.path)
+        policy.load_state_dict(weights)
     optimizer = torch.optim.Adam(trainable_parameters(policy), lr=float(cfg.actor_rollout_ref.actor.lr))
     reference = reference_policy(policy) if ppo_cfg.kl_coef > 0 else None
     update_rng = random.Random(int(cfg.run.seed))
+    experiment = experiment_values(cfg)
     if judge is None and reward_cfg.mode == "judge":
         judge = build_judge(cfg)
 
@@ -168,7 +172,7 @@ def train(
             state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats(),
                                       progress=progress.counter("evaluating before RL: episode"))
         if checkpoint is None:  # a resume, or another run (warm_start.from_run), starts from here
-            run.save_start_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state))
+            run.save_start_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state, experiment))
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
             if loop.total_env_steps is not None and state.env_steps >= loop.total_env_steps:
@@ -228,7 +232,7 @@ def train(
             state.wall_s = time.perf_counter() - started
             metrics.update({"env_steps_total": state.env_steps, "wall_s": state.wall_s})
             tracker.log(metrics, step=epoch)  # before the checkpoint: a resume truncates and redoes it
-            run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state), epoch,
+            run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state, experiment), epoch,
                                 keep=int(cfg.trainer.keep_checkpoints))
             progress.advance(metrics)
 
@@ -237,7 +241,7 @@ def train(
         final = evaluation if state.epoch > 0 else state.baseline
         if final is None:
             progress.status("final evaluation")
-            final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch, stats=RolloutStats(),
+            final = evaluate(policy, envs, suite, cfg, run, epoch=state.epoch - 1, stats=RolloutStats(),
                              progress=progress.counter("final evaluation: episode"))
         summary = {
             "run": run.path.name,
@@ -351,6 +355,7 @@ def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
     seed_everything(int(cfg.run.seed))
     weights = load_policy_weights(checkpoint)
     policy = build_policy(cfg)
+    check_weight_types(policy.state_dict(), weights, checkpoint)
     try:
         policy.load_state_dict(weights)
     except (RuntimeError, KeyError, TypeError) as exc:
@@ -682,11 +687,14 @@ def epoch_metrics(
 
 
 def checkpoint_state(
-    policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random, state: TrainState
+    policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random, state: TrainState,
+    experiment: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything a resumed run needs, as tensors and plain data: ``admire.checkpoints`` stores the tensors
-    as safetensors and the rest (RNG tuples, numpy state, param groups, TrainState) as JSON."""
+    as safetensors and the rest (RNG tuples, numpy state, param groups, TrainState) as JSON. ``experiment``
+    (``config_schema.experiment_values``) lets a resume see hand edits of ``config.yaml``."""
     return {
+        "experiment": experiment,
         "policy": policy.state_dict(),
         "optimizer": optimizer.state_dict(),
         "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
@@ -709,6 +717,7 @@ def restore(
             raise CheckpointError(f"the checkpoint was taken at milestone bank version {version} but the run's bank "
                                   f"is at version {bank.version} (deleted or replaced since); put the run's "
                                   "milestones.sqlite back, or start a new run")
+        check_weight_types(policy.state_dict(), checkpoint["policy"], "the checkpoint")
         policy.load_state_dict(checkpoint["policy"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         restore_rng(checkpoint["rng"], rng)
