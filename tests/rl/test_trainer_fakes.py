@@ -396,3 +396,71 @@ def test_a_resume_refuses_a_hand_edited_experiment_key_and_accepts_the_unedited_
     (tmp_path / "r" / "checkpoints" / ".latest.json.x1y2z3.tmp").write_text("{")  # a write a kill cut short
     assert main(["train", f"resume={tmp_path / 'r'}", "trainer.total_epochs=2"]) == 0
     assert not list((tmp_path / "r").rglob(".*.tmp"))
+
+
+def test_admire_eval_with_no_usable_episode_is_one_line_and_exit_1(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # It printed "average 0%" about no episode before, then a traceback.
+    from admire.envs.base import EnvCrashed
+
+    class NoBrowser(SeededFormEnv):
+        def reset(self, task: Task) -> Observation:
+            raise EnvCrashed("chromium did not start")
+
+    assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=run", "trainer.total_epochs=1"]) == 0
+    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    capsys.readouterr()
+    code = main(["eval", "--checkpoint", str(tmp_path / "run")])
+    captured = capsys.readouterr()
+    assert code == 1 and "Traceback" not in captured.err, captured.err
+    assert [line for line in captured.err.splitlines() if "error" in line] == [next(
+        line for line in captured.err.splitlines() if line.startswith("admire eval: error: the evaluation"))]
+    assert "average" not in captured.out
+
+
+def test_an_update_that_leaves_weights_not_finite_stops_training_before_its_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    import admire.rl.trainer as trainer_module
+
+    real_update = trainer_module.ppo_update
+    updates = []
+
+    def diverging_update(policy: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
+        result = real_update(policy, *args, **kwargs)
+        updates.append(1)
+        if len(updates) == 2:  # the second epoch's update diverges
+            with torch.no_grad():
+                next(iter(policy.parameters())).fill_(float("nan"))
+        return result
+
+    monkeypatch.setattr(trainer_module, "ppo_update", diverging_update)
+    code = main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=d", "trainer.total_epochs=3"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "the update of epoch 1 (its checkpoint was not written) left the policy's weight" in err
+    assert "NaN or infinity; training diverged" in err
+    latest = json.loads((tmp_path / "d" / "checkpoints" / "latest.json").read_text())
+    assert latest["epoch"] == 0  # epoch 0's checkpoint is the last one
+
+
+def test_a_checkpoint_holding_nan_weights_is_refused_by_eval_and_by_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from admire import checkpoints
+
+    assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=n", "trainer.total_epochs=1"]) == 0
+    run = RunDir(tmp_path / "n")
+    state = run.load_checkpoint()
+    assert state is not None
+    name = next(k for k, v in state["policy"].items() if isinstance(v, torch.Tensor) and v.is_floating_point())
+    state["policy"][name] = torch.full_like(state["policy"][name], float("nan"))
+    checkpoints.save(run.checkpoints, state, 0)
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(run.path)]) == 2
+    assert f"left the policy's weight {name!r} holding NaN or infinity" in capsys.readouterr().err
+    assert main(["train", f"resume={run.path}", "trainer.total_epochs=2"]) == 2
+    err = capsys.readouterr().err
+    assert "holding NaN or infinity; no training can continue from it" in err and "Traceback" not in err

@@ -79,3 +79,22 @@ def trainable_parameters(policy: Any) -> list[Any]:
     chosen = getattr(policy, "trainable_parameters", None)
     return list(chosen()) if callable(chosen) else list(policy.parameters())
 
+
+
+class NonFiniteWeights(ValueError):
+    """A policy whose weights hold NaN or infinity: every action it would sample is noise (or a crash in the
+    sampler), so it is stopped where the weights were loaded or updated, with the parameter's name."""
+
+
+def check_finite_weights(policy: Any, where: str) -> None:
+    """``NonFiniteWeights`` naming the first parameter of ``policy`` that is not finite; ``where`` says what
+    produced the weights ("the checkpoint …", "the update of epoch 3")."""
+    import torch
+
+    named = getattr(policy, "named_parameters", None)
+    if not callable(named):
+        return
+    with torch.no_grad():
+        for name, parameter in named():
+            if not bool(torch.isfinite(parameter).all()):
+                raise NonFiniteWeights(f"{where} left the policy's weight {name!r} holding NaN or infinity")

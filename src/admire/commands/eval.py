@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.progress import progress_bar
     from admire.report import print_evaluation
-    from admire.rl.trainer import evaluate_policy, policy_from_checkpoint
+    from admire.rl.trainer import NoUsableEpisodes, evaluate_policy, policy_from_checkpoint
 
     path = Path(args.checkpoint)
     try:
@@ -69,8 +69,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:  # CheckpointError is a ValueError
         print(f"admire eval: error: {exc}", file=sys.stderr)
         return 2
-    with progress_bar(f"eval {cfg.env.suite}: episodes", Console(stderr=True)) as progress:
-        result = evaluate_policy(cfg, policy, progress=progress)
+    try:
+        with progress_bar(f"eval {cfg.env.suite}: episodes", Console(stderr=True)) as progress:
+            result = evaluate_policy(cfg, policy, progress=progress)
+    except NoUsableEpisodes as exc:  # no browser started, or every episode crashed: no success rate to print
+        print(f"admire eval: error: {exc}", file=sys.stderr)
+        return 1
     print_evaluation(result, Console(), title=f"{cfg.env.suite}: {path}")
     return 0
 

@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold]run[/bold] {run_dir.path}")
     if on_verl(cfg):
         return train_on_verl(cfg, run_dir.path, console)
+    from admire.agent.base import NonFiniteWeights
     from admire.checkpoints import CheckpointError
     from admire.signals import Terminated, report_stop, terminate_on_signals
 
@@ -104,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
         return report_stop("train", exc, f"admire train resume={run_dir.path}")
     except NoUsableEpisodes as exc:
         print(f"admire train: error: {exc}", file=sys.stderr)
+        return 1
+    except NonFiniteWeights as exc:  # the update diverged: the last checkpoint is the epoch before
+        print(f"admire train: error: {exc}; training diverged: start a new run with a lower "
+              "actor_rollout_ref.actor.lr (or a smaller actor_rollout_ref.actor.max_grad_norm)", file=sys.stderr)
         return 1
     print_summary(summary, console)
     return 0

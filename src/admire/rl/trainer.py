@@ -31,7 +31,14 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from admire.agent.base import Decision, Policy, make_policy, trainable_parameters
+from admire.agent.base import (
+    Decision,
+    NonFiniteWeights,
+    Policy,
+    check_finite_weights,
+    make_policy,
+    trainable_parameters,
+)
 from admire.checkpoints import CheckpointError, check_weight_types
 from admire.config import LEGACY_DEFAULTS
 from admire.config_schema import experiment_values
@@ -120,6 +127,7 @@ def train(
         weights = load_policy_weights(Path(cfg.actor_rollout_ref.model.path))
         check_weight_types(policy.state_dict(), weights, cfg.actor_rollout_ref.model.path)
         policy.load_state_dict(weights)
+        check_finite_weights(policy, f"the checkpoint {cfg.actor_rollout_ref.model.path}")
     optimizer = torch.optim.Adam(trainable_parameters(policy), lr=float(cfg.actor_rollout_ref.actor.lr))
     reference = reference_policy(policy) if ppo_cfg.kl_coef > 0 else None
     update_rng = random.Random(int(cfg.run.seed))
@@ -210,6 +218,7 @@ def train(
             update = ppo_update(policy, optimizer, batch.samples,
                                 dataclasses.replace(ppo_cfg, loss_agg=ppo_cfg_loss_agg(cfg, batch.loss_agg)),
                                 update_rng, reference=reference)
+            check_finite_weights(policy, f"the update of epoch {epoch} (its checkpoint was not written)")
             policy.eval()
             timing = {"time/epoch_s": time.perf_counter() - epoch_started, "time/milestone_s": scored.seconds}
 
@@ -358,6 +367,7 @@ def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
     check_weight_types(policy.state_dict(), weights, checkpoint)
     try:
         policy.load_state_dict(weights)
+        check_finite_weights(policy, f"the checkpoint {checkpoint}")
     except (RuntimeError, KeyError, TypeError) as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"{checkpoint}: its weights do not fit the policy {cfg.actor_rollout_ref.model.name!r} "
@@ -727,6 +737,10 @@ def restore(
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"the checkpoint does not fit this run's policy or trainer ({detail}); resume it "
                               "with the config it was trained with") from None
+    try:
+        check_finite_weights(policy, "the checkpoint")
+    except NonFiniteWeights as exc:
+        raise CheckpointError(f"{exc}; no training can continue from it: start a new run") from None
     bank.rollback(version)  # drop lists written after the checkpoint
     return state
 
