@@ -15,9 +15,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from admire.config_names import VERL_FAMILY_KEYS, resolve_verl_names, uses_verl_names
+from admire.fileio import UnreadableFile, read_bounded
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 DEFAULT_CONFIG = "demo_miniwob"
+MAX_RUN_CONFIG_BYTES = 16 << 20
+"""A run's config.yaml is a few KB; one larger than 16 MiB (or a FIFO in its place) is not read."""
 
 
 def load_config(
@@ -154,8 +157,9 @@ def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory (no config.yaml); start one with admire train")
     try:
-        loaded = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError) as exc:
+        text = read_bounded(path, MAX_RUN_CONFIG_BYTES, "run config").decode("utf-8")
+        loaded = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
+    except (YAMLError, OmegaConfBaseException, UnicodeDecodeError, UnreadableFile) as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"{path}: not a readable config ({detail}); restore it from a copy") from None
     if not isinstance(loaded, dict):

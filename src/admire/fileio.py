@@ -119,12 +119,27 @@ def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
     hand over another file; the read stops one byte past the size it had then."""
     target = Path(path)
     with open(target, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(f"{target} is not a regular file (a FIFO, device or socket); give the {what} itself")
-        if info.st_size > limit:
-            raise UnreadableFile(f"{target} is {info.st_size} bytes; a {what} may be at most {limit}")
+        info = _checked(target, os.fstat(handle.fileno()), limit, what)
         data = handle.read(info.st_size + 1)  # one byte more than it said: a file still growing is noticed
     if len(data) > info.st_size:
         raise UnreadableFile(f"{target} grew while being read; give a {what} that is complete")
     return data
+
+
+def check_readable(path: str | Path, limit: int, what: str) -> None:
+    """``UnreadableFile`` unless ``path`` (when it exists) is a regular file of at most ``limit`` bytes: what
+    :func:`read_bounded` would refuse, found without reading, so a command can refuse before it acts."""
+    target = Path(path)
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return
+    _checked(target, info, limit, what)
+
+
+def _checked(target: Path, info: os.stat_result, limit: int, what: str) -> os.stat_result:
+    if not stat.S_ISREG(info.st_mode):
+        raise UnreadableFile(f"{target} is not a regular file (a FIFO, device or socket); give the {what} itself")
+    if info.st_size > limit:
+        raise UnreadableFile(f"{target} is {info.st_size} bytes; a {what} may be at most {limit}")
+    return info

@@ -153,7 +153,7 @@ class RunDir:
         if not path.exists():
             return None
         rewards: dict[str, list[RewardBreakdown]] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in read_bounded(path, MAX_TRAJECTORY_FILE_BYTES, "reward file").decode("utf-8").splitlines():
             if line.strip():
                 record = json.loads(line)
                 rewards[str(record["id"])] = [RewardBreakdown.model_validate(b) for b in record["rewards"]]

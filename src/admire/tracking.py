@@ -16,7 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from admire.fileio import atomic_write_text
+from admire.fileio import atomic_write_text, read_bounded
+
+MAX_METRICS_BYTES = 256 << 20
+"""A run's metrics.jsonl may be at most 256 MiB (a line per epoch is a few KB); a larger one, a FIFO or a
+device in its place is refused in one line instead of filling the memory or blocking."""
 
 logger = logging.getLogger("admire.tracking")
 
@@ -183,7 +187,7 @@ def _parse_metrics(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
         return [], 0, False
     records: list[dict[str, Any]] = []
     malformed = 0
-    data = path.read_bytes()
+    data = read_bounded(path, MAX_METRICS_BYTES, "metrics file")
     lines = data.split(b"\n")
     torn_tail = bool(lines) and lines[-1] != b""  # the file does not end in a newline: the writer stopped mid-line
     for number, raw in enumerate(lines, start=1):

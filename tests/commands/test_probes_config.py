@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -64,6 +64,15 @@ def _hand_edited_run(tmp: Path) -> None:
     text = (run / "config.yaml").read_text(encoding="utf-8")
     assert "  mode: admire\n" in text
     (run / "config.yaml").write_text(text.replace("  mode: admire\n", "  mode: outcome\n", 1), encoding="utf-8")
+
+
+def _fifo_in_place_of(name: str) -> Callable[[Path], None]:
+    """A run whose ``name`` is a FIFO: reading it would block forever."""
+    def setup(tmp: Path) -> None:
+        run = _fake_run(tmp)
+        (run / name).unlink(missing_ok=True)
+        os.mkfifo(run / name)
+    return setup
 
 
 def _checkpoint(tmp: Path) -> Path:
@@ -165,6 +174,12 @@ PROBES = [
              setup=_fake_run, message=r"not a key=value override"),
     CliProbe("resume-hand-edited-experiment-key", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_hand_edited_run,
              message=r"config\.yaml was edited after the run's last checkpoint: reward\.mode: 'admire' -> 'outcome'"),
+    CliProbe("resume-metrics-fifo", ("train", "--quiet", "resume={tmp}/runs/x"),
+             setup=_fifo_in_place_of("metrics.jsonl"), message=r"metrics\.jsonl is not a regular file"),
+    CliProbe("resume-config-fifo", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_fifo_in_place_of("config.yaml"),
+             message=r"config\.yaml: not a readable config \(.*is not a regular file"),
+    CliProbe("eval-config-fifo", ("eval", "--checkpoint", "{tmp}/runs/x"), setup=_fifo_in_place_of("config.yaml"),
+             message=r"config\.yaml: not a readable config \(.*is not a regular file"),
     CliProbe("resume-empty", ("train", "--quiet", "resume="), message=r"resume: names no run"),
     CliProbe("resume-not-a-run", ("train", "--quiet", "resume={tmp}"), message=r"not a run directory", held=True),
     CliProbe("resume-finished", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_finished_run, exit_code=0),

@@ -351,7 +351,10 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     line, before the bank is opened or a browser starts."""
     from admire import checkpoints
     from admire.config_schema import experiment_changes, experiment_values
+    from admire.fileio import check_readable
+    from admire.tracking import MAX_METRICS_BYTES
 
+    check_readable(run_dir.metrics, MAX_METRICS_BYTES, "metrics file")  # cut back to the checkpoint on resume
     if not checkpoints.has_checkpoint(run_dir.path):
         return
     recorded = checkpoints.load(run_dir.path).get("experiment")

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from admire.fileio import atomic_write_text
+from admire.fileio import UnreadableFile, atomic_write_text, read_bounded
 from admire.milestones.slots import skeleton
 from admire.types import Task, Trajectory
 
@@ -41,10 +41,13 @@ MAX_CREATED_AT = 253_402_300_799.0
 """The last second of year 9999: later (or negative) times are not times a list was written, and
 ``datetime`` cannot show them."""
 MAX_EPOCH = 2**63 - 1
+"""SQLite's INTEGER range."""
 MAX_PHRASES = 256
 """Phrases per list at most (a generator writes up to eight; a hand-written static list may hold more)."""
 MAX_PHRASE_CHARS = 1000
-"""SQLite's INTEGER range."""
+"""Characters per phrase at most: a milestone is a sentence, not a page."""
+MAX_MILESTONE_FILE_BYTES = 256 << 20
+"""An exported bank is far smaller than 256 MiB; a larger file (or a FIFO, a device) is not read."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -463,7 +466,9 @@ def read_milestone_file(path: str | Path) -> list[MilestoneEntry]:
     """
     path = Path(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(read_bounded(path, MAX_MILESTONE_FILE_BYTES, "milestone file").decode("utf-8"))
+    except UnreadableFile as error:
+        raise ValueError(str(error)) from None
     except FileNotFoundError:
         raise FileNotFoundError(f"no milestone file at {path}") from None
     except IsADirectoryError:
