@@ -656,6 +656,7 @@ RESUMABLE_KEYS: tuple[str, ...] = (
     "trainer.threads",
     "trainer.keep_checkpoints",
     "env.max_envs",
+    "env.src",
     "env.executor",
     "env.ray.*",
     "env.screenshots",
@@ -671,7 +672,9 @@ RESUMABLE_KEYS: tuple[str, ...] = (
 )
 """What a ``resume=`` override may change: length, evaluation cadence, checkpoints kept, threads, how
 many browsers and where they run, logging, and where the LLM services are and how patiently they are
-called. Everything else defines the experiment; changing it mid-run would mix two experiments."""
+called. ``env.src`` may name another address for the same backends (a server that moved), not other
+backends (``admire train`` checks). Everything else defines the experiment; changing it mid-run would mix
+two experiments."""
 
 
 def parse_override(override: str) -> tuple[str, str]:

@@ -75,6 +75,14 @@ def _fifo_in_place_of(name: str) -> Callable[[Path], None]:
     return setup
 
 
+def _remote_run(tmp: Path) -> None:
+    """A run folder whose config sends the device server's token to a server of the folder's choosing."""
+    run = _fake_run(tmp)
+    text = (run / "config.yaml").read_text(encoding="utf-8")
+    assert "  - miniwob\n" in text
+    (run / "config.yaml").write_text(text.replace("  - miniwob\n", "  - remote:http://their.host:8765\n", 1))
+
+
 def _checkpoint(tmp: Path) -> Path:
     """A real (safetensors + JSON) checkpoint of a small state, in ``tmp/ck``."""
     state = {"policy": {"w": torch.zeros(4)}, "state": {"epoch": 1}}
@@ -180,6 +188,11 @@ PROBES = [
              message=r"config\.yaml: not a readable config \(.*is not a regular file"),
     CliProbe("eval-config-fifo", ("eval", "--checkpoint", "{tmp}/runs/x"), setup=_fifo_in_place_of("config.yaml"),
              message=r"config\.yaml: not a readable config \(.*is not a regular file"),
+    CliProbe("resume-remote-server-unconfirmed", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_remote_run,
+             message=r"would send \$ADMIRE_SERVER_TOKEN to http://their\.host:8765; .*confirm with "
+                     r"env\.src=\[remote:http://their\.host:8765\]"),
+    CliProbe("resume-other-backends", ("train", "--quiet", "resume={tmp}/runs/x", "env.src=[android_world]"),
+             setup=_fake_run, message=r"env\.src: may change only where the devices are on resume"),
     CliProbe("resume-empty", ("train", "--quiet", "resume="), message=r"resume: names no run"),
     CliProbe("resume-not-a-run", ("train", "--quiet", "resume={tmp}"), message=r"not a run directory", held=True),
     CliProbe("resume-finished", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_finished_run, exit_code=0),

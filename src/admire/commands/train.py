@@ -303,8 +303,10 @@ def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any
     run_dir = RunDir(resume)
     load_run_config(run_dir.path)  # "not a run directory" before anything about the overrides
     pairs = check_resume_overrides(overrides)
-    check_credential_endpoints(load_run_config(run_dir.path), {key for key, _ in pairs})
+    stored = load_run_config(run_dir.path)
+    check_credential_endpoints(stored, {key for key, _ in pairs})
     cfg = load_run_config(run_dir.path, overrides)
+    check_same_backends(stored, cfg)
     check_config(cfg)
     check_files(cfg, fresh=False)
     changed = {}
@@ -342,6 +344,27 @@ def check_credential_endpoints(stored: Any, given: set[str]) -> None:
             raise ValueError(f"resume: this run's config.yaml would send ${key_env} to "
                              f"{url or '$OPENAI_BASE_URL'}; a run folder does not choose where a key goes: confirm "
                              f"with {' '.join(unconfirmed)} on the command line (or give your own values)")
+    sources = OmegaConf.select(stored, "env.src", default=[])
+    specs = [str(s) for s in (sources if OmegaConf.is_list(sources) else [sources])]
+    servers = [spec for spec in specs if spec.startswith("remote:")]
+    if servers and "env.src" not in given:
+        listed = ",".join(specs)
+        raise ValueError(f"resume: this run's config.yaml would send $ADMIRE_SERVER_TOKEN to {servers[0][7:]}; a run "
+                         f"folder does not choose where a key goes: confirm with env.src=[{listed}] on the command "
+                         "line (or give your own server)")
+
+
+def check_same_backends(stored: Any, cfg: Any) -> None:
+    """A resume may move its devices (another server's address in ``env.src``) but not change their kind."""
+    from omegaconf import OmegaConf
+
+    def kinds(config: Any) -> list[str]:
+        sources = OmegaConf.select(config, "env.src", default=[])
+        return [str(s).split(":", 1)[0] for s in (sources if OmegaConf.is_list(sources) else [sources])]
+
+    if kinds(stored) != kinds(cfg):
+        raise ValueError(f"env.src: may change only where the devices are on resume, not their backends "
+                         f"({kinds(stored)} -> {kinds(cfg)}); start a new run for other backends")
 
 
 def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
