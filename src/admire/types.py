@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 JsonValue = Any
 """A value that JSON can carry (the env's ``info`` dicts, task parameters)."""
@@ -30,11 +31,31 @@ class Frozen(BaseModel):
     )
 
     def to_json(self) -> str:
-        return self.model_dump_json(exclude_defaults=False)
+        """The record as JSON. A lone UTF-16 surrogate is not text and UTF-8 cannot hold it, yet a page or a
+        server's JSON (``"\\ud800"``) can hand one over in an element's text or a goal: it is written as
+        U+FFFD, so one odd character never costs the whole trajectory."""
+        try:
+            return self.model_dump_json(exclude_defaults=False)
+        except PydanticSerializationError as exc:
+            if "surrogates not allowed" not in str(exc):
+                raise
+        return type(self).model_validate(_without_lone_surrogates(self.model_dump())).model_dump_json()
 
     @classmethod
     def from_json(cls, text: str | bytes):
         return cls.model_validate_json(text)
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys included) replaced by U+FFFD; a pair written as
+    two code units becomes the character it encodes."""
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(k): _without_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_without_lone_surrogates(v) for v in value)
+    return value
 
 
 class Termination(StrEnum):

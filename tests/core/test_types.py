@@ -140,3 +140,18 @@ def test_trajectory_flags() -> None:
     crashed = Trajectory(id="b", task=task, goal="g", termination=Termination.ENV_ERROR)
     assert ok.success and not ok.excluded
     assert crashed.excluded and not crashed.success
+
+
+def test_a_lone_surrogate_from_a_page_or_a_server_is_written_as_a_replacement_character() -> None:
+    # UTF-8 cannot hold a lone surrogate: the whole trajectory failed to serialise. A pair given as two code
+    # units is the character it encodes.
+    observation = Observation(goal="type a\ud800b", ui_elements=(UIElement(text="x\udfffy", class_name="button"),))
+    step = Step(index=0, observation=observation, raw_output="Reason: \ud83d\ude00\nAction: {}")
+    trajectory = Trajectory(id="t", task=Task(name="miniwob/x", params={"k\ud800": ["v\udc00"]}), goal="a\ud800",
+                            steps=(step,), outcome=0.0, termination=Termination.MAX_STEPS)
+    back = Trajectory.from_json(trajectory.to_json())
+    assert back.steps[0].observation.goal == "type a\ufffdb"
+    assert back.steps[0].observation.ui_elements[0].text == "x\ufffdy"
+    assert back.steps[0].raw_output == "Reason: \U0001f600\nAction: {}"
+    assert back.task.params == {"k\ufffd": ["v\ufffd"]} and back.goal == "a\ufffd"
+    assert (back.id, back.termination, back.outcome) == (trajectory.id, trajectory.termination, trajectory.outcome)
