@@ -103,6 +103,22 @@ PROBES: list[HttpProbe] = [
     HttpProbe("empty-host", "GET", "/devices", 400, "bad_host", {"host": ""}),
     HttpProbe("bad-content-length", "POST", "/sessions", 400, "bad_request",
               {**OWNER, **JSON, "content-length": "abc"}, b'{"task": "fake/form"}'),
+    # --- client text no device may take: a lone surrogate (valid JSON, not text; it crashed the browser, and
+    # three quarantined the device), a client-controlled format string as the goal template
+    HttpProbe("surrogate-in-typed-text", "POST", "/sessions/{sid}/step", 422, "invalid_action", {**OWNER, **JSON},
+              step(b'{"action_type": "input_text", "index": 0, "text": "a\\ud800b"}')),
+    HttpProbe("surrogate-in-answer", "POST", "/sessions/{sid}/step", 422, "invalid_action", {**OWNER, **JSON},
+              step(b'{"action_type": "answer", "text": "\\udfff"}')),
+    HttpProbe("surrogate-in-params-value", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
+              b'{"task": "fake/form", "params": {"x": "a\\ud800b"}}'),
+    HttpProbe("surrogate-in-params-key", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
+              b'{"task": "fake/form", "params": {"\\udc00": 1}}'),
+    HttpProbe("goal-template-width-spec", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
+              b'{"task": "fake/form", "params": {"goal_template": "{utterance:>100000000}"}}'),
+    HttpProbe("goal-template-unknown-field", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
+              b'{"task": "fake/form", "params": {"goal_template": "{nope}"}}'),
+    HttpProbe("goal-template-attribute-chain", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
+              b'{"task": "fake/form", "params": {"goal_template": "{utterance.__class__.__mro__}"}}'),
     # --- probes that held before issue 13
     HttpProbe("traversal-in-session-id", "POST", "/sessions/..%2f..%2fdevices/step", 404, "not_found",
               {**OWNER, **JSON}, b"{}", held=True),

@@ -6,8 +6,12 @@ thread of this process so the injector can reach the browsers), ``--clients`` th
 ``RemoteEnv`` with a random clicking policy, and an injector thread that SIGKILLs the browser of a
 random device every ``--crash-every`` seconds on average (exponential gaps). Before a step, a client
 sends, with probability ``--hostile-rate``, a hostile step for its live session instead of (then as
-well as) its action: an oversized text (over ``MAX_TEXT_CHARS``, sometimes over the body limit) or a
-body nested thousands of levels deep, over a connection of its own with its own client id.
+well as) its action: an oversized text (over ``MAX_TEXT_CHARS``, sometimes over the body limit), a
+body nested thousands of levels deep or a text holding a lone UTF-16 surrogate, over a connection of its
+own with its own client id. Before an episode, at the same rate, it asks for a session with parameters no
+device may take (a format-string goal template, a lone surrogate), and at a third of that rate it sends
+one session request twice at the same instant (one ``request_id``) instead of its episode. Meanwhile
+``--slow-clients`` connections at a time dribble requests they never finish.
 
 What it checks, and reports:
 
@@ -18,7 +22,10 @@ What it checks, and reports:
   session for: those are counted on both sides);
 * **hostile steps are refused and harmless**: each is answered with its 4xx (``invalid_action``,
   ``request_too_large``, ``json_too_deep``) quickly (it never reaches a device, which would take
-  minutes to type a long text), and the accounting above still holds;
+  minutes to type a long text, or crash on a surrogate), hostile session requests are a 422
+  ``invalid_request``, a request sent twice at once gives one session (recorded once), and the
+  accounting above still holds;
+* **slow clients are cut off**: every dribbling connection is closed within the request deadline;
 * restarts performed, quarantines, client-side p50/p99 step and reset latency.
 
 Bounded in time: it stops starting episodes after ``--episodes`` or ``--max-seconds``. Exit status 1
@@ -91,17 +98,26 @@ def random_action(observation: Any, rng: random.Random) -> Any:
 
 
 HOSTILE_ANSWERS = {"long_text": {(422, "invalid_action")}, "huge_text": {(413, "request_too_large")},
-                   "deep_json": {(422, "json_too_deep")}}
-"""What each hostile step must be answered: a 4xx, never a device's work (a session's state is unchanged)."""
+                   "deep_json": {(422, "json_too_deep")}, "surrogate_text": {(422, "invalid_action")}}
+"""What each hostile step must be answered: a 4xx, never a device's work (a session's state is unchanged).
+A lone surrogate typed into a browser crashed it, and three such steps quarantined the device."""
+
+HOSTILE_PARAMS = (b'{"goal_template": "{utterance:>100000000}"}', b'{"goal_template": "{utterance.__class__}"}',
+                  b'{"goal_template": "{nope}"}', b'{"x": "a\\ud800b"}', b'{"\\udc00": 1}')
+"""Task parameters no device may take (a format-string template, a lone surrogate): each ``POST /sessions``
+carrying one must be a 422 ``invalid_request`` before a device is leased."""
 
 
 def hostile_body(kind: str, seq: int, rng: random.Random) -> bytes:
-    """A step body no device may see: a text over the limit, a body over 1 MiB, or nesting thousands deep."""
+    """A step body no device may see: a text over the limit, a body over 1 MiB, nesting thousands deep, or a
+    lone UTF-16 surrogate (valid JSON, not text)."""
     from admire.actions import MAX_TEXT_CHARS
 
     if kind == "deep_json":
         depth = rng.randint(33, 100_000)
         return b'{"action": {"action_type": "click", "index": ' + b"[" * depth + b"]" * depth + b'}, "seq": %d}' % seq
+    if kind == "surrogate_text":
+        return b'{"action": {"action_type": "input_text", "index": 0, "text": "a\\ud800b"}, "seq": %d}' % seq
     size = rng.randint(MAX_TEXT_CHARS + 1, 200_000) if kind == "long_text" else rng.randint(1 << 20, 3 << 20)
     return b'{"action": {"action_type": "input_text", "index": 0, "text": "' + b"x" * size + b'"}, "seq": %d}' % seq
 
@@ -131,6 +147,91 @@ def send_hostile(http: Any, env: Any, session: str, seq: int, rng: random.Random
             ledger.errors.append(f"hostile {kind} on session {session} answered {reply.status} {code}")
 
 
+def send_hostile_create(http: Any, client_id: str, task: Any, rng: random.Random, ledger: Ledger) -> None:
+    """``POST /sessions`` with parameters no device may take: a 422 ``invalid_request``, no device leased."""
+    from admire.envs.remote import TransportError
+
+    params = rng.choice(HOSTILE_PARAMS)
+    body = b'{"task": "%s", "seed": %d, "params": %s}' % (task.name.encode(), task.seed, params)
+    headers = {"Content-Type": "application/json", "X-Admire-Client": client_id}
+    start = time.monotonic()
+    try:
+        reply = http.send("POST", "/sessions", body, headers)
+    except TransportError as exc:
+        with ledger.lock:
+            ledger.hostile["params transport-error"] += 1
+            ledger.errors.append(f"hostile params: no answer ({exc})")
+        return
+    elapsed = time.monotonic() - start
+    try:
+        code = reply.json().get("error")
+    except ValueError:
+        code = None
+    with ledger.lock:
+        ledger.hostile[f"params {reply.status} {code}"] += 1
+        ledger.hostile_s.append(elapsed)
+        if (reply.status, code) != (422, "invalid_request"):
+            ledger.errors.append(f"hostile params {params!r} answered {reply.status} {code}")
+
+
+def create_twice_at_once(url: str, client_id: str, task: Any, ledger: Ledger) -> None:
+    """One ``POST /sessions`` sent twice at the same instant (a retry racing its original): one session, one
+    device. The session is closed at once, so the server records it as ``abandoned``, once."""
+    import json
+    import uuid
+
+    from admire.envs.remote import KeepAlive
+
+    body = json.dumps({"task": task.name, "seed": task.seed, "max_steps": MAX_STEPS,
+                       "request_id": uuid.uuid4().hex}).encode()
+    headers = {"Content-Type": "application/json", "X-Admire-Client": client_id}
+    connections = [KeepAlive(url, timeout_s=120, connect_timeout_s=5) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    replies: list[Any] = [None, None]
+
+    def send(i: int) -> None:
+        barrier.wait()
+        try:
+            replies[i] = connections[i].send("POST", "/sessions", body, headers)
+        except Exception as exc:  # noqa: BLE001 - reported as a finding below
+            replies[i] = exc
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sessions = {r.json()["session_id"] for r in replies if not isinstance(r, Exception) and r.status == 201}
+    codes = {_error_code(r) for r in replies}
+    crashed, busy = codes == {"env_crashed"}, codes == {"no_capacity"}
+    try:
+        for session in sessions:
+            connections[0].send("DELETE", f"/sessions/{session}", None, headers)
+    finally:
+        for connection in connections:
+            connection.close()
+    with ledger.lock:
+        ledger.hostile[f"duplicate request_id: {len(sessions)} session(s)"] += 1
+        for session in sessions:
+            ledger.outcomes[session] = "abandoned"
+        if crashed:  # the device crashed during its reset: an env_error the client got no session for
+            ledger.reset_crashes += 1
+        elif busy:  # every device leased for the whole wait: nothing was created, nothing to account for
+            ledger.hostile["duplicate request_id: no capacity"] += 1
+        elif len(sessions) != 1:
+            ledger.errors.append(f"one request_id sent twice at once gave {len(sessions)} sessions: "
+                                 f"{[getattr(r, 'status', r) for r in replies]}")
+
+
+def _error_code(reply: Any) -> str | None:
+    if isinstance(reply, Exception) or reply.ok:
+        return None
+    try:
+        return str(reply.json().get("error"))
+    except ValueError:
+        return None
+
+
 def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, deadline: float,
                 ledger: Ledger, hostile_rate: float = 0.0) -> None:
     from admire.envs import make_task
@@ -146,6 +247,11 @@ def client_loop(client: int, url: str, tickets: itertools.count, episodes: int, 
             if ticket >= episodes:
                 return
             task = make_task(f"miniwob/{TASKS[ticket % len(TASKS)]}", seed=ticket)
+            if rng.random() < hostile_rate:
+                send_hostile_create(raw, f"{env.client_id}-hostile", task, rng, ledger)
+            if rng.random() < hostile_rate / 3:
+                create_twice_at_once(url, f"{env.client_id}-twice", task, ledger)
+                continue
             try:
                 observation = ledger.timed(client, ledger.reset_s, lambda t=task: env.reset(t))
             except EnvCrashed:
@@ -197,6 +303,44 @@ def inject_crashes(envs: list[Any], mean_gap_s: float, stop: threading.Event, ki
             kills["killed"] += 1
 
 
+def slow_clients(url: str, count: int, request_timeout_s: float, stop: threading.Event, ledger: Ledger) -> None:
+    """Rounds of ``count`` connections that send the start of a request and then a byte every 2 s, never
+    finishing it (slowloris). The server must close each within its request deadline (a margin allowed)
+    while the soak's clients go on; one still open after that is a held connection, a finding."""
+    import socket
+
+    if count <= 0:
+        return
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    patience = request_timeout_s + 15.0
+    while not stop.is_set():
+        opened = time.monotonic()
+        sockets = []
+        for _ in range(count):
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"POST /sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\nX-Slow: ")
+            sock.setblocking(False)
+            sockets.append(sock)
+        while sockets and time.monotonic() - opened < patience and not stop.wait(2.0):
+            for sock in list(sockets):
+                try:
+                    if sock.recv(4096) == b"":
+                        raise ConnectionResetError
+                    sock.send(b"a")
+                except BlockingIOError:
+                    sock.send(b"a")  # nothing to read: still open, one more byte
+                except OSError:  # closed by the server (EOF, reset or broken pipe)
+                    sockets.remove(sock)
+                    sock.close()
+                    with ledger.lock:
+                        ledger.hostile["slow client closed"] += 1
+        with ledger.lock:
+            if sockets and not stop.is_set():
+                ledger.errors.append(f"{len(sockets)} slow client(s) still connected after {patience:.0f} s")
+        for sock in sockets:
+            sock.close()
+
+
 def watch_for_hangs(ledger: Ledger, hang_after_s: float, stop: threading.Event, hangs: list[str]) -> None:
     while not stop.wait(1.0):
         now = time.monotonic()
@@ -241,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hang-after", type=float, default=90.0, help="a call longer than this is a hang")
     parser.add_argument("--hostile-rate", type=float, default=0.15,
                         help="chance, before each step, of a hostile step (oversized or deeply nested) first")
+    parser.add_argument("--slow-clients", type=int, default=20,
+                        help="connections that dribble a request and never finish it, in rounds until the end")
+    parser.add_argument("--request-timeout", type=float, default=5.0,
+                        help="the server's deadline for reading a whole request (admire serve --request-timeout)")
     parser.add_argument("--verbose", action="store_true", help="show the pool's log (every crash and restart)")
     args = parser.parse_args(argv)
     _defaults()
@@ -263,19 +411,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         episode_history=args.episodes + 100)
     print(f"Env server soak: {args.episodes} episodes of {', '.join(TASKS)} (random clicks, ≤{MAX_STEPS} steps), "
           f"{args.clients} clients, {args.devices} devices, a browser killed every {args.crash_every:g} s on "
-          f"average, hostile steps at rate {args.hostile_rate:g}, {os.cpu_count()} CPUs")
+          f"average, hostile steps and session requests at rate {args.hostile_rate:g}, {args.slow_clients} slow "
+          f"clients at a time, {os.cpu_count()} CPUs")
     began = time.monotonic()
     ledger, hangs, kills, stop = Ledger(), [], Counter(), threading.Event()
     pool = DevicePool(device, config, backend="miniwob")
     try:
-        with serve_in_thread(create_app(pool)) as url:
+        with serve_in_thread(create_app(pool), request_timeout_s=args.request_timeout) as url:
             tickets = itertools.count()
             deadline = time.monotonic() + args.max_seconds
             clients = [threading.Thread(target=client_loop, name=f"soak-client-{c}",
                                         args=(c, url, tickets, args.episodes, deadline, ledger, args.hostile_rate))
                        for c in range(args.clients)]
             helpers = [threading.Thread(target=inject_crashes, args=(envs, args.crash_every, stop, kills)),
-                       threading.Thread(target=watch_for_hangs, args=(ledger, args.hang_after, stop, hangs))]
+                       threading.Thread(target=watch_for_hangs, args=(ledger, args.hang_after, stop, hangs)),
+                       threading.Thread(target=slow_clients,
+                                        args=(url, args.slow_clients, args.request_timeout, stop, ledger))]
             for thread in clients + helpers:
                 thread.start()
             for thread in clients:
@@ -305,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"p99 {1000 * quantile(ledger.step_s, 0.99):.0f} ms over {len(ledger.step_s)} steps; "
           f"reset p50 {1000 * quantile(ledger.reset_s, 0.5):.0f} ms, "
           f"p99 {1000 * quantile(ledger.reset_s, 0.99):.0f} ms; slowest call {ledger.slowest_call_s:.1f} s")
-    print(f"hostile steps: {sum(ledger.hostile.values())} ({dict(sorted(ledger.hostile.items()))}), answered in "
+    print(f"hostile requests: {sum(ledger.hostile.values())} ({dict(sorted(ledger.hostile.items()))}), answered in "
           f"p50 {1000 * quantile(ledger.hostile_s, 0.5):.0f} ms, max {1000 * max(ledger.hostile_s, default=0):.0f} ms")
     print(f"hangs: {len(hangs)}; lost, double-counted or mismatched episodes: {len(mismatches)}; "
           f"client errors: {len(ledger.errors)}")
