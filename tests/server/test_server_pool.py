@@ -494,3 +494,29 @@ def test_a_session_is_known_only_to_its_owner_live_or_expired() -> None:
         assert not isinstance(other.value, SessionExpired)  # not even that it existed
         with pytest.raises(SessionExpired):
             pool.step(start.session_id, SOLVE_ANN[1], 1, owner="alice-0001")
+
+
+def test_one_request_id_sent_twice_at_once_over_http_gives_one_session_on_one_device() -> None:
+    # The same race through the real server: two connections, one client id, one request id, the second
+    # arriving while the first is resetting its device.
+    from admire.envs.remote import KeepAlive
+    from admire.server.app import create_app
+    from admire.server.background import serve_in_thread
+
+    started, go = threading.Semaphore(0), threading.Event()
+    body = b'{"task": "fake/form", "seed": 3, "request_id": "twice-at-once"}'
+    headers = {"Content-Type": "application/json", "X-Admire-Client": "client-0001"}
+    with make_pool(lambda: SlowResetEnv(started, go), num_devices=2, max_devices=2) as pool, \
+            serve_in_thread(create_app(pool)) as url, ThreadPoolExecutor(2) as workers:
+        connections = [KeepAlive(url, timeout_s=30, connect_timeout_s=5) for _ in range(2)]
+        first = workers.submit(connections[0].send, "POST", "/sessions", body, headers)
+        assert started.acquire(timeout=10)
+        second = workers.submit(connections[1].send, "POST", "/sessions", body, headers)
+        assert not started.acquire(timeout=0.5)  # no second device is being reset for it
+        go.set()
+        replies = [first.result(20), second.result(20)]
+        for connection in connections:
+            connection.close()
+        assert [r.status for r in replies] == [201, 201]
+        assert replies[0].json()["session_id"] == replies[1].json()["session_id"]
+        assert sorted(d.state for d in pool.devices()) == ["idle", "leased"]
