@@ -53,14 +53,27 @@ def _budget_spent_run(tmp: Path) -> None:
     (run / "config.yaml").write_text(text, encoding="utf-8")
 
 
-def _hand_edited_run(tmp: Path) -> None:
-    """A run whose checkpoint recorded its experiment, then ``reward.mode`` changed in its config.yaml by hand."""
+def _run_with_checkpoint(tmp: Path, bank: bool = True) -> Path:
+    """A run with its bank and a checkpoint that records its experiment."""
     from admire.config_schema import experiment_values
+    from admire.milestones.bank import MilestoneBank
 
     run = _fake_run(tmp)
-    cfg = OmegaConf.load(run / "config.yaml")
+    if bank:
+        MilestoneBank(run / "milestones.sqlite").close()
     checkpoints.save(run / "checkpoints", {"policy": {"w": torch.zeros(4)}, "state": {"epoch": 1},
-                                           "experiment": experiment_values(cfg)}, epoch=0)
+                                           "experiment": experiment_values(OmegaConf.load(run / "config.yaml"))},
+                     epoch=0)
+    return run
+
+
+def _bank_deleted(tmp: Path) -> None:
+    _run_with_checkpoint(tmp, bank=False)
+
+
+def _hand_edited_run(tmp: Path) -> None:
+    """A run whose checkpoint recorded its experiment, then ``reward.mode`` changed in its config.yaml by hand."""
+    run = _run_with_checkpoint(tmp)
     text = (run / "config.yaml").read_text(encoding="utf-8")
     assert "  mode: admire\n" in text
     (run / "config.yaml").write_text(text.replace("  mode: admire\n", "  mode: outcome\n", 1), encoding="utf-8")
@@ -182,6 +195,8 @@ PROBES = [
              setup=_fake_run, message=r"not a key=value override"),
     CliProbe("resume-hand-edited-experiment-key", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_hand_edited_run,
              message=r"config\.yaml was edited after the run's last checkpoint: reward\.mode: 'admire' -> 'outcome'"),
+    CliProbe("resume-bank-deleted", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_bank_deleted,
+             message=r"milestones\.sqlite is missing, and the run's checkpoint was trained with it"),
     CliProbe("resume-metrics-fifo", ("train", "--quiet", "resume={tmp}/runs/x"),
              setup=_fifo_in_place_of("metrics.jsonl"), message=r"metrics\.jsonl is not a regular file"),
     CliProbe("resume-config-fifo", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_fifo_in_place_of("config.yaml"),

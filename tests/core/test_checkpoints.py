@@ -50,8 +50,9 @@ class TinyPolicy(nn.Module):
 class FakeBank:
     """What ``checkpoint_state``/``restore`` use of the milestone bank: its version and a rollback."""
 
-    def __init__(self, version: int = 0) -> None:
+    def __init__(self, version: int = 0, identity: str | None = "bank-a") -> None:
         self.version = version
+        self.identity = identity
         self.rolled_back_to: int | None = None
 
     def rollback(self, version: int) -> int:
@@ -511,3 +512,31 @@ def test_a_fifo_in_place_of_a_checkpoint_file_is_refused_unread(tmp_path: Path) 
     with pytest.raises(CheckpointError, match="is not a regular file") as exc:
         run.load_checkpoint()
     one_line(exc)
+
+
+def test_another_runs_bank_at_a_higher_version_is_refused_and_a_copy_of_its_own_is_not(tmp_path: Path) -> None:
+    # The version alone cannot tell: another run's bank at version 50 is "ahead" of the checkpoint's 9.
+    run, _ = save_run(tmp_path)
+    policy, optimizer = TinyPolicy(seed=5), None
+    with pytest.raises(CheckpointError, match=r"not the bank the checkpoint was trained with") as exc:
+        restore(run.load_checkpoint() or {}, policy, optimizer, FakeBank(50, identity="bank-b"),  # type: ignore[arg-type]
+                random.Random(0))
+    one_line(exc)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.05, betas=(0.8, 0.95))
+    own_copy = FakeBank(9, identity="bank-a")
+    restore(run.load_checkpoint() or {}, policy, optimizer, own_copy, random.Random(0))  # type: ignore[arg-type]
+    assert own_copy.rolled_back_to == 9
+
+
+def test_a_bank_keeps_its_identity_across_opens_and_copies(tmp_path: Path) -> None:
+    import shutil
+
+    from admire.milestones.bank import MilestoneBank
+
+    with MilestoneBank(tmp_path / "a.sqlite") as bank:
+        identity = bank.identity
+    assert identity is not None and len(identity) == 32
+    shutil.copyfile(tmp_path / "a.sqlite", tmp_path / "copy.sqlite")
+    with MilestoneBank(tmp_path / "a.sqlite") as again, MilestoneBank(tmp_path / "copy.sqlite") as copy, \
+            MilestoneBank(tmp_path / "b.sqlite") as other:
+        assert again.identity == copy.identity == identity != other.identity

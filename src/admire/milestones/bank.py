@@ -22,6 +22,7 @@ import math
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -187,6 +188,9 @@ class MilestoneBank:
                 if statement.strip():
                     db.execute(statement)
             row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            # A name for this bank, kept by its copies: a run's checkpoint records it, so a resume tells its own
+            # bank (or a backup of it) from another run's bank at the same or a higher version.
+            db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('identity', ?)", (uuid.uuid4().hex,))
             if row is None:
                 db.execute("INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) > SCHEMA_VERSION:
@@ -237,6 +241,12 @@ class MilestoneBank:
             "(SELECT MAX(version) FROM versions WHERE key = v.key) ORDER BY key"
         )
         return [_row_to_list(row) for row in rows]
+
+    @property
+    def identity(self) -> str | None:
+        """This bank's name, made when it was first opened for writing (None: a bank only ever read)."""
+        row = self._read("SELECT value FROM meta WHERE name = 'identity'")
+        return str(row[0][0]) if row else None
 
     @property
     def version(self) -> int:

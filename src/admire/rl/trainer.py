@@ -710,6 +710,7 @@ def checkpoint_state(
         "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
                 "update": rng.getstate()},
         "bank_version": bank.version,
+        "bank_identity": bank.identity,
         "state": state.__dict__.copy(),
     }
 
@@ -723,6 +724,11 @@ def restore(
     try:
         state = TrainState(**checkpoint["state"])
         version = int(checkpoint["bank_version"])
+        identity = checkpoint.get("bank_identity")  # absent from checkpoints written before banks had one
+        if identity is not None and identity != bank.identity:
+            raise CheckpointError("the run's milestones.sqlite is not the bank the checkpoint was trained with "
+                                  "(replaced since by another run's); put the run's own bank back, or start a "
+                                  "new run")
         if not 0 <= version <= bank.version:
             raise CheckpointError(f"the checkpoint was taken at milestone bank version {version} but the run's bank "
                                   f"is at version {bank.version} (deleted or replaced since); put the run's "
