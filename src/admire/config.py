@@ -147,6 +147,23 @@ def with_legacy_defaults(config: dict[str, Any]) -> dict[str, Any]:
     return filled
 
 
+def _first_interpolation(node: Any, prefix: str = "") -> tuple[str, str] | None:
+    """The first ``(key, value)`` whose string value holds an OmegaConf interpolation (``${…}``), or None."""
+    if isinstance(node, dict):
+        for name, value in node.items():
+            found = _first_interpolation(value, f"{prefix}{name}.")
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found = _first_interpolation(value, f"{prefix}{index}.")
+            if found is not None:
+                return found
+    elif isinstance(node, str) and "${" in node:
+        return prefix.rstrip("."), node
+    return None
+
+
 def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
     """The resolved config a run was started with (keys it predates at their old values, see
     ``LEGACY_DEFAULTS``), with (few) overrides for resuming it."""
@@ -164,6 +181,12 @@ def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
         raise ValueError(f"{path}: not a readable config ({detail}); restore it from a copy") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"{path}: not a config (a mapping of sections); restore it from a copy")
+    interpolated = _first_interpolation(loaded)
+    if interpolated is not None:
+        key, value = interpolated
+        raise ValueError(f"{path}: {key} holds the interpolation {value[:80]!r}, but a run's config is stored with "
+                         "every value resolved (an interpolation there would read this machine's environment, "
+                         "e.g. a secret, for a folder someone handed you); write the value itself")
     layers = [with_legacy_defaults(loaded)]
     for override in overrides:
         key, sep, _ = override.lstrip("+").partition("=")

@@ -140,11 +140,12 @@ class RunDir:
                              "rewards": [b.model_dump(mode="json") for b in breakdowns]})
                  for trajectory_id, breakdowns in rewards.items()]
         path = self.rewards_file(kind, epoch)
-        path.parent.mkdir(parents=True, exist_ok=True)
         inside = self.path.resolve()
-        if not path.parent.resolve().is_relative_to(inside):  # a symlinked folder would write elsewhere
+        # Checked before the folder is made: a link (even one leading nowhere yet) would write elsewhere.
+        if not path.parent.resolve().is_relative_to(inside):
             raise ValueError(f"{path.parent} leads outside the run {self.path} (to {path.parent.resolve()}); "
                              "remove that link, and reward files are written inside the run again")
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, "".join(line + "\n" for line in lines))
         return path
 

@@ -96,6 +96,15 @@ def _remote_run(tmp: Path) -> None:
     (run / "config.yaml").write_text(text.replace("  - miniwob\n", "  - remote:http://their.host:8765\n", 1))
 
 
+def _env_interpolation_run(tmp: Path) -> None:
+    """A handed run folder whose config reads a variable of this machine into a value that leaves it."""
+    run = _fake_run(tmp)
+    text = (run / "config.yaml").read_text(encoding="utf-8")
+    assert "  project: admire\n" in text
+    hostile = text.replace("  project: admire\n", "  project: ${oc.env:AWS_SECRET_ACCESS_KEY}\n")
+    (run / "config.yaml").write_text(hostile)
+
+
 def _checkpoint(tmp: Path) -> Path:
     """A real (safetensors + JSON) checkpoint of a small state, in ``tmp/ck``."""
     state = {"policy": {"w": torch.zeros(4)}, "state": {"epoch": 1}}
@@ -197,6 +206,11 @@ PROBES = [
              message=r"config\.yaml was edited after the run's last checkpoint: reward\.mode: 'admire' -> 'outcome'"),
     CliProbe("resume-bank-deleted", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_bank_deleted,
              message=r"milestones\.sqlite is missing, and the run's checkpoint was trained with it"),
+    CliProbe("resume-env-interpolation", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_env_interpolation_run,
+             message=r"tracking\.project holds the interpolation '\$\{oc\.env:AWS_SECRET_ACCESS_KEY\}', but a run's "
+                     r"config is stored with every value resolved"),
+    CliProbe("eval-env-interpolation", ("eval", "--checkpoint", "{tmp}/runs/x"), setup=_env_interpolation_run,
+             message=r"holds the interpolation"),
     CliProbe("resume-metrics-fifo", ("train", "--quiet", "resume={tmp}/runs/x"),
              setup=_fifo_in_place_of("metrics.jsonl"), message=r"metrics\.jsonl is not a regular file"),
     CliProbe("resume-config-fifo", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_fifo_in_place_of("config.yaml"),

@@ -540,3 +540,34 @@ def test_a_bank_keeps_its_identity_across_opens_and_copies(tmp_path: Path) -> No
     with MilestoneBank(tmp_path / "a.sqlite") as again, MilestoneBank(tmp_path / "copy.sqlite") as copy, \
             MilestoneBank(tmp_path / "b.sqlite") as other:
         assert again.identity == copy.identity == identity != other.identity
+
+
+def test_a_bank_that_cannot_be_rolled_back_is_one_line() -> None:
+    from admire.milestones.bank import MilestoneBankError
+
+    class DamagedBank(FakeBank):
+        def rollback(self, version: int) -> int:
+            raise MilestoneBankError("milestones.sqlite cannot be rolled back to version 9: database disk image is "
+                                     "malformed")
+
+    policy = TinyPolicy(seed=5)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=0.05, betas=(0.8, 0.95))
+    snapshot = checkpoint_state(policy, optimizer, FakeBank(9), random.Random(0), TrainState(epoch=1), {})  # type: ignore[arg-type]
+    with pytest.raises(CheckpointError, match=r"malformed; put back a copy of the run's milestones\.sqlite") as exc:
+        restore(snapshot, policy, optimizer, DamagedBank(9), random.Random(0))  # type: ignore[arg-type]
+    one_line(exc)
+
+
+def test_a_damaged_bank_file_raises_the_banks_own_error_on_rollback(tmp_path: Path) -> None:
+    import sqlite3
+
+    from admire.milestones.bank import MilestoneBank, MilestoneBankError
+
+    bank = MilestoneBank(tmp_path / "b.sqlite")
+    try:
+        bank._db.close()  # what a damaged or vanished file looks like to the next write
+        bank._db = sqlite3.connect(":memory:", check_same_thread=False)
+        with pytest.raises(MilestoneBankError, match="cannot be rolled back to version 0"):
+            bank.rollback(0)
+    finally:
+        bank._db.close()

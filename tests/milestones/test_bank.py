@@ -480,3 +480,24 @@ def test_export_never_overwrites_without_being_asked_and_never_the_bank(tmp_path
         bank.export_json(other, overwrite=True)
         assert json.loads(other.read_text())["lists"]["k"]["milestones"] == ["a"]
     assert path.read_bytes() == before
+
+
+def test_a_milestone_file_of_too_many_keys_is_refused_before_any_is_checked(tmp_path: Path) -> None:
+    import json
+
+    from admire.milestones.bank import MAX_KEYS, read_milestone_file
+
+    path = tmp_path / "many.json"
+    path.write_text(json.dumps({f"k{i}": ["a"] for i in range(MAX_KEYS + 1)}))
+    with pytest.raises(ValueError, match=f"holds {MAX_KEYS + 1} keys; a milestone file may hold at most {MAX_KEYS}"):
+        read_milestone_file(path)
+
+
+def test_a_fifo_is_not_read_as_a_milestone_file(tmp_path: Path) -> None:
+    import os
+
+    from admire.milestones.bank import read_milestone_file
+
+    os.mkfifo(tmp_path / "pipe.json")
+    with pytest.raises(ValueError, match="is not a regular file"):
+        read_milestone_file(tmp_path / "pipe.json")

@@ -47,6 +47,8 @@ MAX_PHRASES = 256
 """Phrases per list at most (a generator writes up to eight; a hand-written static list may hold more)."""
 MAX_PHRASE_CHARS = 1000
 """Characters per phrase at most: a milestone is a sentence, not a page."""
+MAX_KEYS = 100_000
+"""Keys in one milestone file at most: one per task template (AndroidWorld has 116, MiniWoB++ 128)."""
 MAX_MILESTONE_FILE_BYTES = 256 << 20
 """An exported bank is far smaller than 256 MiB; a larger file (or a FIFO, a device) is not read."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -290,8 +292,11 @@ class MilestoneBank:
         """
         if int(version) < 0:
             raise ValueError(f"a bank version is >= 0, got {version}")
-        with self._write() as db:
-            return db.execute("DELETE FROM versions WHERE seq > ?", (int(version),)).rowcount
+        try:
+            with self._write() as db:
+                return db.execute("DELETE FROM versions WHERE seq > ?", (int(version),)).rowcount
+        except sqlite3.DatabaseError as error:  # a damaged file that still opened, a read-only one
+            raise MilestoneBankError(f"{self.path} cannot be rolled back to version {version}: {error}") from None
 
     def export_json(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write the latest version of every list to a JSON file (atomically) that ``import_json`` reads.
@@ -495,6 +500,9 @@ def read_milestone_file(path: str | Path) -> list[MilestoneEntry]:
     lists = document.get("lists") if exported else document
     if not isinstance(lists, Mapping):
         raise ValueError(f"{path}: 'lists' must be an object of key → list")
+    if len(lists) > MAX_KEYS:
+        raise ValueError(f"{path} holds {len(lists)} keys; a milestone file may hold at most {MAX_KEYS} (a suite's "
+                         "tasks); split it, or keep the keys a run trains on")
     entries: list[MilestoneEntry] = []
     for key, value in lists.items():
         where = f"{path}: key {key!r}"

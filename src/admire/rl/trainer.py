@@ -747,7 +747,10 @@ def restore(
         check_finite_weights(policy, "the checkpoint")
     except NonFiniteWeights as exc:
         raise CheckpointError(f"{exc}; no training can continue from it: start a new run") from None
-    bank.rollback(version)  # drop lists written after the checkpoint
+    try:
+        bank.rollback(version)  # drop lists written after the checkpoint
+    except MilestoneBankError as exc:
+        raise CheckpointError(f"{exc}; put back a copy of the run's milestones.sqlite, or start a new run") from None
     return state
 
 
