@@ -119,7 +119,7 @@ def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
     hand over another file; the read stops one byte past the size it had then."""
     target = Path(path)
     with open(target, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as handle:
-        info = _checked(target, os.fstat(handle.fileno()), limit, what)
+        info = check_stat(target, os.fstat(handle.fileno()), limit, what)
         data = handle.read(info.st_size + 1)  # one byte more than it said: a file still growing is noticed
     if len(data) > info.st_size:
         raise UnreadableFile(f"{target} grew while being read; give a {what} that is complete")
@@ -134,10 +134,12 @@ def check_readable(path: str | Path, limit: int, what: str) -> None:
         info = os.stat(target)
     except FileNotFoundError:
         return
-    _checked(target, info, limit, what)
+    check_stat(target, info, limit, what)
 
 
-def _checked(target: Path, info: os.stat_result, limit: int, what: str) -> os.stat_result:
+def check_stat(target: Path, info: os.stat_result, limit: int, what: str) -> os.stat_result:
+    """``info`` (of ``target``, opened or not) when it is a regular file of at most ``limit`` bytes, else
+    ``UnreadableFile``: the one rule every bounded reader applies."""
     if not stat.S_ISREG(info.st_mode):
         raise UnreadableFile(f"{target} is not a regular file (a FIFO, device or socket); give the {what} itself")
     if info.st_size > limit:

@@ -97,6 +97,51 @@ def previous_export(tmp: Path) -> None:
     write_export(RunData(tmp / RUN), tmp / "report.html", max_trajectories=1)
 
 
+def outcome_scoring(tmp: Path) -> None:
+    """The run rewards outcomes only, so scoring needs no sentence encoder (the probes stay fast)."""
+    config = tmp / RUN / "config.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace("mode: admire", "mode: outcome"), encoding="utf-8")
+
+
+def unscored_run(*more):
+    """A run whose evaluations still need reward breakdowns, then ``more`` damage done to it."""
+    return run_and(outcome_scoring, *more)
+
+
+def appended(name: str, content: bytes):
+    """``content`` appended to a file of the run, as a torn write or a hand edit leaves it."""
+    def setup(tmp: Path) -> None:
+        with (tmp / RUN / name).open("ab") as handle:
+            handle.write(content)
+    return setup
+
+
+def config_value(old: str, new: str):
+    def setup(tmp: Path) -> None:
+        config = tmp / RUN / "config.yaml"
+        config.write_text(config.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    return setup
+
+
+def trajectory_folder(tmp: Path) -> None:
+    """A directory named like a trajectory file (a mistaken ``mkdir``, an unpacked archive)."""
+    (tmp / RUN / "trajectories" / "train_epoch_0099.jsonl").mkdir()
+
+
+def screenshot_of_size(width: int, height: int):
+    """The first recorded screenshot of the last training epoch claims ``width`` × ``height`` pixels."""
+    def setup(tmp: Path) -> None:
+        path = tmp / RUN / "trajectories" / "train_epoch_0002.jsonl"
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace('"width":160,"height":210', f'"width":{width},"height":{height}', 1),
+                        encoding="utf-8")
+    return setup
+
+
+EVAL_0 = "trajectories/eval_epoch_0000.jsonl"
+REWARDS_0 = "trajectories/rewards/train_epoch_0000.jsonl"
+HUGE = 10**400
+
 PROBES: list[CliProbe] = [
     # -- milestones export: never over the bank, never over a file it did not write ----------------------
     CliProbe("export-over-the-bank", ("milestones", "export", RUN, BANK), message="the milestone bank itself",
@@ -197,6 +242,31 @@ PROBES: list[CliProbe] = [
              message="max-trajectories", setup=with_run, held=True),
     CliProbe("viz-bad-port", ("viz", RUN, "--no-score", "--port", "70000"), message="--port", setup=with_run,
              held=True),
+    # -- viz scoring: a run's damaged or hostile files are skipped with a warning, never a traceback ------
+    CliProbe("viz-export-scores-past-a-torn-trajectory-line", ("viz", RUN, "--export", "r.html"), exit_code=0,
+             unchanged=False, setup=unscored_run(appended(EVAL_0, b'{"id": "torn", "task": {"na'))),
+    CliProbe("viz-export-scores-past-a-binary-trajectory-line", ("viz", RUN, "--export", "r.html"), exit_code=0,
+             unchanged=False, setup=unscored_run(appended(EVAL_0, b"\xff\xfe\x00 binary\n"))),
+    CliProbe("viz-export-scores-past-json-that-is-no-trajectory", ("viz", RUN, "--export", "r.html"),
+             exit_code=0, unchanged=False,
+             setup=unscored_run(appended(EVAL_0, b'{"task": {"name": "x"}, "id": "b", "termination": "success"}\n'))),
+    CliProbe("viz-export-scores-past-a-folder-named-like-a-trajectory-file", ("viz", RUN, "--export", "r.html"),
+             exit_code=0, unchanged=False, setup=unscored_run(trajectory_folder)),
+    CliProbe("viz-export-past-a-malformed-rewards-file", ("viz", RUN, "--export", "r.html"), exit_code=0,
+             unchanged=False, setup=unscored_run(appended(REWARDS_0, b'junk\n{"id": 1}\n[]\n\xff\n'))),
+    CliProbe("viz-export-past-a-screenshot-of-impossible-size", ("viz", RUN, "--export", "r.html"), exit_code=0,
+             unchanged=False, setup=unscored_run(screenshot_of_size(HUGE, HUGE))),
+    CliProbe("viz-export-past-a-screenshot-wider-than-any-screen", ("viz", RUN, "--export", "r.html"),
+             exit_code=0, unchanged=False, setup=unscored_run(screenshot_of_size(HUGE, 210))),
+    CliProbe("viz-export-with-a-threshold-out-of-range", ("viz", RUN, "--export", "r.html"),
+             message=r"config\.yaml: milestone_reward\.threshold: .*7.*; .*--no-score",
+             setup=unscored_run(config_value("threshold: 0.75", "threshold: 7"))),
+    CliProbe("viz-export-with-a-threshold-that-is-no-number", ("viz", RUN, "--export", "r.html"),
+             message=r"config\.yaml: milestone_reward\.threshold: .*'abc'; .*--no-score",
+             setup=unscored_run(config_value("threshold: 0.75", "threshold: abc"))),
+    CliProbe("viz-export-with-a-reward-section-that-is-no-mapping", ("viz", RUN, "--export", "r.html"),
+             message=r"config\.yaml: .*'reward' must be a mapping",
+             setup=run_and(config_value("reward: {mode: admire, format_weight: 0.5}", "reward: 5"))),
     # -- what must still work ---------------------------------------------------------------------------
     CliProbe("viz-export-replaces-a-previous-export", ("viz", RUN, "--no-score", "--export", "report.html"),
              exit_code=0, unchanged=False, setup=run_and(previous_export)),

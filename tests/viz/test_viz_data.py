@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -173,3 +174,59 @@ def test_reward_files_are_never_written_through_a_link_that_leads_outside_the_ru
     with pytest.raises(ValueError, match="leads outside the run"):
         run.write_rewards("train", 0, {}, source="test")
     assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_index_refuses_a_file_that_is_not_regular_without_blocking(tmp_path, kind):
+    from admire.fileio import UnreadableFile
+
+    path = tmp_path / "train_epoch_0000.jsonl"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(UnreadableFile, match="not a regular file"):
+        index_file(path, "train", 0)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("name", "attribute", "absent"),
+                         [("config.yaml", "config", {}), ("summary.json", "summary", None),
+                          ("metrics.jsonl", "metrics", [])])
+def test_run_files_that_are_fifos_read_as_absent_without_blocking(run, name, attribute, absent):
+    (run.path / name).unlink()
+    os.mkfifo(run.path / name)
+    data = RunData(run.path)
+    assert getattr(data, attribute) == absent
+    assert data.task_table()
+
+
+def test_a_rewards_file_keeps_its_good_lines_past_damaged_ones(run):
+    path = run.rewards_file("train", 1)
+    with path.open("ab") as handle:
+        handle.write(b'junk\n{"id": 1}\n[]\n\xff\xfe\n{"id": "x", "rewards": "no"}\n{"id": "y", "rewards": [')
+    data = RunData(run.path)
+    assert sorted(data.rewards("train", 1)) == ["ck-e1-g2", "lg-e1-g0", "lg-e1-g1"]
+
+
+def test_a_rewards_path_that_is_a_folder_reads_as_unscored(run):
+    path = run.rewards_file("train", 1)
+    path.unlink()
+    path.mkdir()
+    assert RunData(run.path).rewards("train", 1) == {}
+
+
+def test_a_screenshot_larger_than_a_screenshot_may_be_is_left_out(run, monkeypatch):
+    import admire.viz.data as viz_data
+
+    monkeypatch.setattr(viz_data, "MAX_SCREENSHOT_BYTES", 10)
+    ref = run.read_trajectories("train", 0)[0].steps[0].observation.screenshot.ref
+    assert RunData(run.path).screenshot_data_uri(ref) is None
+
+
+def test_scoring_reads_past_unreadable_lines_and_counts_them(run):
+    with run.trajectory_file("eval", 0).open("ab") as handle:
+        handle.write(b'\xff\x00 binary\n{"task": {"name": "x"}, "id": "b"}\n{"id": "torn", "ta')
+    trajectories, skipped = RunData(run.path).readable_trajectories("eval", 0)
+    assert [t.id for t in trajectories] == ["ev0-e0-g0"] and skipped == 3

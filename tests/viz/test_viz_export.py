@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -163,3 +164,72 @@ def test_a_moved_encoder_directory_shows_the_run_without_breakdowns(run, tmp_pat
     err = capsys.readouterr().err
     assert err.startswith("admire viz: reward breakdowns not computed: unknown encoder") and err.count("\n") == 1
     assert snapshot(run.path) == before  # nothing written
+
+
+def _outcome_only(run) -> None:
+    """Rewards of outcomes only: scoring needs no sentence encoder."""
+    run.config.write_text(run.config.read_text(encoding="utf-8").replace("mode: admire", "mode: outcome"),
+                          encoding="utf-8")
+
+
+def test_scoring_skips_unreadable_trajectory_lines_in_one_warning(run, tmp_path, capsys):
+    _outcome_only(run)
+    with run.trajectory_file("eval", 0).open("ab") as handle:
+        handle.write(b'\xff\x00 binary\n{"task": {"name": "x"}, "id": "b"}\n{"id": "torn", "ta')
+    assert main(["viz", str(run.path), "--export", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == [f"admire viz: warning: {run.trajectory_file('eval', 0)}: 3 unreadable lines (torn, binary "
+                        "or not a trajectory) left unscored"], err
+    assert "Traceback" not in err and (tmp_path / "r.html").is_file()
+    assert list(run.read_rewards("eval", 0)) == ["ev0-e0-g0"]  # the readable trajectory is scored
+
+
+def test_a_folder_named_like_a_trajectory_file_is_reported_once(run, tmp_path, capsys, caplog):
+    """The viewer's index says it leaves the folder out; scoring does not say it a second time."""
+    _outcome_only(run)
+    run.trajectory_file("train", 99).mkdir()
+    assert main(["viz", str(run.path), "--export", str(tmp_path / "r.html")]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "train_epoch_0099" in line]
+    said += [record.getMessage() for record in caplog.records if "train_epoch_0099" in record.getMessage()]
+    assert said == [f"{run.trajectory_file('train', 99)} is left out of the viewer: Is a directory"], err
+    assert (tmp_path / "r.html").is_file() and not run.rewards_file("train", 99).exists()
+
+
+def test_an_invalid_config_value_is_refused_before_scoring_writes(run, tmp_path, capsys):
+    run.config.write_text(run.config.read_text(encoding="utf-8").replace("threshold: 0.75", "threshold: 7"),
+                          encoding="utf-8")
+    before = snapshot(tmp_path)
+    assert main(["viz", str(run.path), "--export", str(tmp_path / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"admire viz: error: {run.config}: milestone_reward.threshold: must be a finite number in "
+                   "[-1.0, 1.0], got 7.0; correct it there, or view the run without re-scoring (--no-score)\n")
+    assert snapshot(tmp_path) == before
+
+
+def _fifo(path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+
+
+def _dev_zero(path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to("/dev/zero")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("special", [_fifo, _dev_zero], ids=["fifo", "dev-zero"])
+@pytest.mark.parametrize("where", ["trajectories/train_epoch_0007.jsonl", "trajectories/rewards/eval_epoch_0003.jsonl",
+                                   "config.yaml", "summary.json", "metrics.jsonl"])
+def test_an_export_reads_past_files_that_never_end(run, tmp_path, capsys, special, where):
+    """A FIFO or /dev/zero in a run's place of a file: the export is written, nothing blocks or fills memory."""
+    _outcome_only(run)
+    target = run.path / where
+    target.unlink(missing_ok=True)
+    special(target)
+    argv = ["viz", str(run.path), "--export", str(tmp_path / "r.html")]
+    if where == "config.yaml":  # the config then reads as the defaults, which score with the sentence encoder
+        argv.append("--no-score")
+    assert main(argv) == 0
+    assert "Traceback" not in capsys.readouterr().err and (tmp_path / "r.html").is_file()

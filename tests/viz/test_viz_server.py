@@ -160,3 +160,31 @@ def test_damaged_trajectory_files_leave_every_page_answering(run) -> None:
 
     data = RunData(run.path)
     assert "not a readable trajectory" in export_html(data, rows=data.rows())
+
+
+def test_a_malformed_rewards_file_leaves_every_page_answering(run) -> None:
+    run.rewards_file("train", 0).write_bytes(b'junk\n{"id": 1}\n[]\n\xff\xfe\n{"id": "x", "rewards": "no"}\n')
+    client = TestClient(create_app(run.path), raise_server_exceptions=False)
+    for url in ("/", "/trajectories", "/milestones", "/trajectory/train-0000-0", "/trajectory/train-0001-0",
+                "/milestones/key?key=miniwob/login-user"):
+        assert client.get(url).status_code == 200, url
+
+
+def test_a_screenshot_of_impossible_size_is_shown_as_unreadable(run) -> None:
+    path = run.trajectory_file("train", 2)
+    path.write_text(path.read_text(encoding="utf-8").replace('"width":160', f'"width":{10**400}', 1),
+                    encoding="utf-8")
+    client = TestClient(create_app(run.path), raise_server_exceptions=False)
+    page = client.get("/trajectory/train-0002-0")
+    assert page.status_code == 200 and "screenshot unreadable" in page.text
+    assert page.text.count('<svg class="overlay"') == 1  # the other step still has its overlay
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_named_like_a_trajectory_file_is_left_out_without_blocking(run) -> None:
+    os.mkfifo(run.trajectory_file("train", 7))
+    (run.trajectories / "train_epoch_0008.jsonl").symlink_to("/dev/zero")
+    client = TestClient(create_app(run.path), raise_server_exceptions=False)
+    for url in ("/", "/trajectories", "/milestones"):
+        assert client.get(url).status_code == 200, url
+    assert {row.epoch for row in client.app.state.data.rows()} == {0, 1, 2, 3}

@@ -11,15 +11,22 @@ encoder, torch and the browser; only this command loads the matcher, and only wh
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from admire.rewards import RewardConfig
+    from admire.types import Trajectory
     from admire.viz.data import RunData
 
 HELP = "view a run: trajectories with their screenshots, actions, milestones and rewards (web or one HTML file)"
 RESCORED = "admire viz (re-scored as the trainer scores)"
+
+
+class RunConfigError(ValueError):
+    """The run's config.yaml has a reward value the scorer refuses: re-scoring with it would be wrong."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +69,12 @@ def run(args: argparse.Namespace) -> int:
 
         require("fastapi", "uvicorn", extra="viz", feature="the viewer's server")
     if not args.no_score:
-        for kind, epoch, count in score_run(data):
+        try:
+            scored = score_run(data)
+        except RunConfigError as exc:
+            print(f"admire viz: error: {exc}", file=sys.stderr)
+            return 2
+        for kind, epoch, count in scored:
             print(f"scored {kind} epoch {epoch}: {count} trajectories", file=sys.stderr)
     if args.export:
         try:
@@ -106,14 +118,16 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
     epoch; an evaluation file (never scored by the trainer) with the bank as it stood after the epoch
     before it, so the viewer can show what would have matched. Runs with ``reward.mode=judge`` are not
     re-scored: the judge's step scores were not kept and asking the judge again would give other numbers.
+    Unreadable trajectory lines (or whole files) are skipped with one warning each; a config value the
+    scorer refuses is ``RunConfigError``, raised before anything is written.
     """
-    from admire.rewards import RewardConfig, score_batch
+    from admire.rewards import score_batch
     from admire.viz.data import lists_in_force
 
     pending = data.unscored_files()
     if not pending:
         return []
-    cfg = RewardConfig.from_mapping(data.config)
+    cfg = reward_config(data)
     if cfg.mode == "judge":
         print("admire viz: reward.mode=judge runs are shown without reward breakdowns (judge scores are not "
               "kept in the run)", file=sys.stderr)
@@ -128,9 +142,12 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
             print(f"admire viz: reward breakdowns not computed: {error}", file=sys.stderr)
             return []
     history = data.milestone_history()
+    data.rows()  # the index reads every file once and warns about any it must leave out (said once, there)
     done = []
     for kind, epoch in pending:
-        trajectories = data.run.read_trajectories(kind, epoch) or []
+        trajectories = readable_trajectories(data, kind, epoch)
+        if trajectories is None:
+            continue
         usable = [t for t in trajectories if not t.excluded]
         scoring_epoch = epoch if kind == "train" else epoch - 1
         lists = lists_in_force(history, scoring_epoch, data.name, data.update_before_reward)
@@ -138,8 +155,52 @@ def score_run(data: RunData) -> list[tuple[str, int, int]]:
                               max(scoring_epoch, 0))
         try:
             data.run.write_rewards(kind, epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, RESCORED)
-        except ValueError as error:  # the rewards folder leads outside the run: nothing is written there
-            print(f"admire viz: reward breakdowns not written: {error}", file=sys.stderr)
+        except (OSError, ValueError) as error:  # a folder leading outside the run, a read-only run: none written
+            print(f"admire viz: reward breakdowns not written: {_reason(error)}", file=sys.stderr)
             return done
         done.append((kind, epoch, len(usable)))
     return done
+
+
+def reward_config(data: RunData) -> RewardConfig:
+    """The run's reward config, or ``RunConfigError`` naming the file and the key: the trainer would have
+    refused the same value, so breakdowns computed around it would show rewards the run never had."""
+    from admire.rewards import RewardConfig
+
+    try:
+        return RewardConfig.from_mapping(data.config)
+    except (ValueError, TypeError) as exc:
+        raise RunConfigError(f"{data.run.config}: {_keyed(str(exc))}; correct it there, or view the run "
+                             "without re-scoring (--no-score)") from None
+
+
+def _keyed(message: str) -> str:
+    """``milestone_reward.threshold must be …`` as ``milestone_reward.threshold: must be …`` (the key first,
+    as a config error names it); any other message as it is."""
+    match = re.match(r"([A-Za-z_]\w*(?:\.\w+)+) (.*)", message, re.DOTALL)
+    return f"{match[1]}: {match[2]}" if match else message
+
+
+def readable_trajectories(data: RunData, kind: str, epoch: int) -> list[Trajectory] | None:
+    """The trajectories of one file that can be scored, or None for a file that cannot be read at all.
+
+    The viewer's pages leave out torn, binary and foreign lines (``viz.index``); scoring skips the same
+    lines instead of failing the whole command, and says so in one line, since those trajectories will
+    show no breakdowns.
+    """
+    path = data.run.trajectory_file(kind, epoch)
+    try:
+        trajectories, skipped = data.readable_trajectories(kind, epoch)
+    except (OSError, ValueError) as error:
+        if not data.index.left_out(path):  # else the index has just said it is left out of the viewer
+            print(f"admire viz: warning: {path} not scored: {_reason(error)}", file=sys.stderr)
+        return None
+    if skipped:
+        print(f"admire viz: warning: {path}: {skipped} unreadable line{'s' if skipped != 1 else ''} (torn, "
+              "binary or not a trajectory) left unscored", file=sys.stderr)
+    return trajectories
+
+
+def _reason(error: Exception) -> str:
+    """An OSError's own words (``Is a directory``) without its errno and path, which the line names already."""
+    return str(error.strerror) if isinstance(error, OSError) and error.strerror else str(error)

@@ -10,7 +10,9 @@ line of one file.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import logging
 import re
 import threading
 from collections import defaultdict
@@ -22,8 +24,9 @@ from typing import Any, TypeVar
 import yaml
 
 from admire.config import with_legacy_defaults
+from admire.fileio import UnreadableFile, read_bounded
 from admire.milestones.bank import MilestoneBank, MilestoneBankError, MilestoneList, milestone_key
-from admire.runs import RunDir
+from admire.runs import MAX_TRAJECTORY_FILE_BYTES, RunDir
 from admire.tracking import read_metrics
 from admire.types import RewardBreakdown, Termination, Trajectory
 from admire.viz.index import TrajectoryIndex, TrajectoryRow, read_line, signature
@@ -32,6 +35,16 @@ SCREENSHOT_REF = re.compile(r"sha256-[0-9a-f]{32}")
 OUTCOMES = ("success", "failure")
 TERMINATIONS = tuple(t.value for t in Termination)
 T = TypeVar("T")
+MAX_CONFIG_BYTES = 16 << 20
+"""config.yaml and summary.json are a few kilobytes; past 16 MiB a file is not one the trainer wrote."""
+MAX_SCREENSHOT_BYTES = 64 << 20
+"""A screenshot PNG is well under a megabyte; 64 MiB leaves room for any real screen."""
+MAX_REWARDS_FILE_BYTES = MAX_TRAJECTORY_FILE_BYTES
+"""A rewards file has a few numbers per step of its trajectory file, so it is never the larger one."""
+UNREADABLE_LINE = (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError)
+"""What parsing one damaged line can raise (torn, binary, JSON of another shape, nested too deeply)."""
+
+logger = logging.getLogger("admire.viz")
 
 
 class ScreenshotRefused(PermissionError):
@@ -191,9 +204,10 @@ class RunData:
     @property
     def config(self) -> dict[str, Any]:
         def load() -> dict[str, Any]:
-            try:
-                loaded = yaml.safe_load(self.run.config.read_text(encoding="utf-8"))
-            except (OSError, yaml.YAMLError):
+            try:  # bounded: a FIFO or /dev/zero named config.yaml must not hang the viewer
+                text = read_bounded(self.run.config, MAX_CONFIG_BYTES, "config file").decode("utf-8")
+                loaded = yaml.safe_load(text)
+            except (OSError, ValueError, RecursionError, yaml.YAMLError):
                 return {}
             return with_legacy_defaults(loaded) if isinstance(loaded, dict) else {}
 
@@ -219,14 +233,21 @@ class RunData:
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
-        return self._caches.get("metrics", signature(self.run.metrics), lambda: read_metrics(self.run.metrics))
+        def load() -> list[dict[str, Any]]:
+            try:  # read_metrics skips damaged lines; a file that is no regular file is left out whole
+                return read_metrics(self.run.metrics)
+            except (OSError, ValueError) as error:
+                logger.warning("%s is left out of the viewer: %s", self.run.metrics, error)
+                return []
+
+        return self._caches.get("metrics", signature(self.run.metrics), load)
 
     @property
     def summary(self) -> dict[str, Any] | None:
         def load() -> dict[str, Any] | None:
             try:
-                loaded = json.loads(self.run.summary.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                loaded = json.loads(read_bounded(self.run.summary, MAX_CONFIG_BYTES, "summary file"))
+            except (OSError, ValueError, RecursionError):
                 return None
             return loaded if isinstance(loaded, dict) else None
 
@@ -251,6 +272,24 @@ class RunData:
 
     def trajectory(self, row: TrajectoryRow) -> Trajectory:
         return Trajectory.from_json(read_line(self.run.trajectory_file(row.kind, row.epoch), row))
+
+    def readable_trajectories(self, kind: str, epoch: int) -> tuple[list[Trajectory], int]:
+        """The trajectories of one file and how many of its lines were skipped as unreadable (torn, binary,
+        JSON that is no trajectory): the lines the viewer's pages leave out are left unscored, not fatal.
+        A file that cannot be read at all (a directory, FIFO or device of that name, too large) raises
+        ``OSError`` or ``UnreadableFile``."""
+        path = self.run.trajectory_file(kind, epoch)
+        data = read_bounded(path, MAX_TRAJECTORY_FILE_BYTES, "trajectory file")
+        trajectories: list[Trajectory] = []
+        skipped = 0
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            try:
+                trajectories.append(Trajectory.from_json(line))
+            except UNREADABLE_LINE:
+                skipped += 1
+        return trajectories, skipped
 
     def tasks(self) -> list[str]:
         return sorted({row.task for row in self.rows()})
@@ -277,7 +316,7 @@ class RunData:
         """Breakdowns by trajectory id for one file ({} when the file was never scored)."""
         path = self.run.rewards_file(kind, epoch)
         return self._caches.get(f"rewards:{kind}:{epoch}", signature(path) or "missing",
-                                lambda: self.run.read_rewards(kind, epoch) or {})
+                                lambda: read_rewards_file(path))
 
     def rewards_for(self, row: TrajectoryRow) -> list[RewardBreakdown] | None:
         rewards = self.rewards(row.kind, row.epoch).get(row.id)
@@ -287,8 +326,10 @@ class RunData:
         """(kind, epoch) of trajectory files that have no rewards file, or an older one."""
         missing = []
         for kind, epoch, path in self.index.files():
-            rewards = self.run.rewards_file(kind, epoch)
-            if not rewards.exists() or rewards.stat().st_mtime_ns < path.stat().st_mtime_ns:
+            written, rewards = signature(path), signature(self.run.rewards_file(kind, epoch))
+            if written is None:  # gone, or a link to nowhere: nothing to score
+                continue
+            if rewards is None or rewards.mtime_ns < written.mtime_ns:
                 missing.append((kind, epoch))
         return missing
 
@@ -418,12 +459,14 @@ class RunData:
         return path
 
     def screenshot_bytes(self, ref: str) -> bytes:
-        return self.screenshot_file(ref).read_bytes()
+        """The PNG's bytes; ``UnreadableFile`` for one that is too large to be a screenshot."""
+        return read_bounded(self.screenshot_file(ref), MAX_SCREENSHOT_BYTES, "screenshot")
 
     def screenshot_data_uri(self, ref: str) -> str | None:
+        """The screenshot inline, or None when it is missing or unreadable (the step says so instead)."""
         try:
             return "data:image/png;base64," + base64.b64encode(self.screenshot_bytes(ref)).decode("ascii")
-        except (ScreenshotNotFound, ScreenshotRefused):
+        except (OSError, UnreadableFile):  # ScreenshotNotFound and ScreenshotRefused are OSErrors too
             return None
 
 
@@ -456,6 +499,29 @@ def hit_phrases(rewards: Iterable[RewardBreakdown], phrases: Sequence[str]) -> s
     between versions still counts the phrase it shares)."""
     wanted = set(phrases)
     return {r.matched_milestone for r in rewards if r.matched_milestone is not None and r.matched_milestone in wanted}
+
+
+def read_rewards_file(path: Path) -> dict[str, list[RewardBreakdown]]:
+    """Breakdowns by trajectory id from one rewards file ({} when there is none or it cannot be read).
+
+    ``RunDir.read_rewards`` trusts the file; the viewer must not, since a hand-edited or damaged rewards
+    file would otherwise fail every page that shows rewards. A damaged line loses only its trajectory's
+    breakdowns, shown as "not scored".
+    """
+    try:
+        data = read_bounded(path, MAX_REWARDS_FILE_BYTES, "rewards file")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnreadableFile) as error:
+        logger.warning("%s is left out of the viewer: %s", path, error)
+        return {}
+    rewards: dict[str, list[RewardBreakdown]] = {}
+    for line in data.splitlines():
+        if line.strip():
+            with contextlib.suppress(*UNREADABLE_LINE):
+                record = json.loads(line)
+                rewards[str(record["id"])] = [RewardBreakdown.model_validate(b) for b in record["rewards"]]
+    return rewards
 
 
 def _rate(rows: Sequence[TrajectoryRow]) -> float | None:

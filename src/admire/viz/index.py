@@ -15,8 +15,13 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
+
+from admire.fileio import UnreadableFile, check_stat
+from admire.runs import MAX_TRAJECTORY_FILE_BYTES
 
 FILE_PATTERN = re.compile(r"^(?P<kind>[a-z]+)_epoch_(?P<epoch>\d{4,})\.jsonl$")
 
@@ -59,19 +64,37 @@ class _Signature:
 
 
 def signature(path: Path) -> _Signature | None:
+    """Size and modification time, or None for a file that is gone or cannot be looked at (a dangling or
+    looping link, a folder without permission): such a file is simply not there for the viewer."""
     try:
-        stat = path.stat()
-    except FileNotFoundError:
+        info = path.stat()
+    except OSError:
         return None
-    return _Signature(stat.st_size, stat.st_mtime_ns)
+    return _Signature(info.st_size, info.st_mtime_ns)
+
+
+@contextlib.contextmanager
+def open_regular(path: Path, limit: int = MAX_TRAJECTORY_FILE_BYTES,
+                 what: str = "trajectory file") -> Iterator[BinaryIO]:
+    """``path`` opened for reading when it is a regular file of at most ``limit`` bytes, else
+    ``UnreadableFile``: a FIFO named like a trajectory file would block a plain ``open`` forever and a link
+    to ``/dev/zero`` would never end. Opened without blocking and checked on the descriptor (as
+    ``fileio.read_bounded`` does), so the file checked is the file read."""
+    with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as handle:
+        check_stat(path, os.fstat(handle.fileno()), limit, what)
+        yield handle
 
 
 def index_file(path: Path, kind: str, epoch: int) -> list[TrajectoryRow]:
-    """Rows of one trajectory file; a torn last line (a killed writer) is skipped, not fatal."""
+    """Rows of one trajectory file; a torn last line (a killed writer) is skipped, not fatal. A file that is
+    not a regular file or is too large is ``UnreadableFile``; reading stops at the size cap even when the
+    file grows while it is read."""
     rows: list[TrajectoryRow] = []
     offset = 0
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         for line in handle:
+            if offset > MAX_TRAJECTORY_FILE_BYTES:
+                break
             length = len(line)
             # A line that is not a trajectory (torn by a killed writer, binary, of another shape) is left out.
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError, OverflowError):
@@ -103,7 +126,7 @@ def _row(record: dict, kind: str, epoch: int, position: int, offset: int, length
 
 def read_line(path: Path, row: TrajectoryRow) -> bytes:
     """The one line of ``row``, read without touching the rest of the file."""
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         handle.seek(row.offset)
         return handle.read(row.length)
 
@@ -114,7 +137,14 @@ class TrajectoryIndex:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._files: dict[Path, tuple[_Signature, list[TrajectoryRow]]] = {}
+        self._left_out: set[Path] = set()
         self._lock = threading.Lock()
+
+    def left_out(self, path: Path) -> bool:
+        """Whether the last look at ``path`` found it unreadable as a whole and already warned about it, so
+        that a caller (scoring) need not say the same thing again."""
+        with self._lock:
+            return path in self._left_out
 
     def files(self) -> list[tuple[str, int, Path]]:
         """(kind, epoch, path) of every trajectory file, ordered by kind then epoch."""
@@ -142,11 +172,15 @@ class TrajectoryIndex:
                 if cached is None or cached[0] != sig:
                     try:
                         cached = (sig, index_file(path, kind, epoch))
-                    except OSError as error:  # a directory or an unreadable file of that name: left out
-                        logger.warning("%s is left out of the viewer: %s", path, error.strerror or error)
+                        self._left_out.discard(path)
+                    except (OSError, UnreadableFile) as error:  # a directory, FIFO or device of that name
+                        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+                        logger.warning("%s is left out of the viewer: %s", path, reason)
+                        self._left_out.add(path)
                         cached = (sig, [])
                     self._files[path] = cached
                 rows.extend(cached[1])
             for gone in set(self._files) - seen:
                 del self._files[gone]
+            self._left_out &= seen
         return rows

@@ -17,6 +17,14 @@ from admire.types import Step
 POINTER_ACTIONS = ("click", "double_tap", "long_press")
 ARROW_FRACTION = 0.25
 """Scroll and swipe arrows are a quarter of the screen's smaller side long."""
+MAX_SCREEN_SIDE = 1 << 16
+"""No screen is wider or taller than this many pixels; a screenshot that says so is damaged or hand-made."""
+
+
+def plausible_size(width: int, height: int) -> bool:
+    """Whether a screenshot's recorded size is one a screen can have: a trajectory line that claims 10**400
+    pixels would overflow every float the overlay computes, so such a screenshot is shown as unreadable."""
+    return 0 < width <= MAX_SCREEN_SIDE and 0 < height <= MAX_SCREEN_SIDE
 
 
 @dataclass(frozen=True)
@@ -41,9 +49,9 @@ class StepOverlay:
 
 
 def step_overlay(step: Step, scale: float = 1.0) -> StepOverlay | None:
-    """The overlay of ``step``, or None when the step has no screenshot to draw on."""
+    """The overlay of ``step``, or None when the step has no screenshot to draw on (or one of no real size)."""
     shot = step.observation.screenshot
-    if shot is None:
+    if shot is None or not plausible_size(shot.width, shot.height):
         return None
     action = step.action
     if action is None:

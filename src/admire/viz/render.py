@@ -21,7 +21,7 @@ from admire.viz.assets import CSS, SCRIPT
 from admire.viz.charts import line_chart
 from admire.viz.data import OUTCOMES, TERMINATIONS, MilestoneHitTable, RunData, TaskSuccess, TrajectoryFilter
 from admire.viz.index import TrajectoryRow
-from admire.viz.overlay import overlay_svg, step_overlay
+from admire.viz.overlay import overlay_svg, plausible_size, step_overlay
 
 CONTENT_SECURITY_POLICY = ("default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; "
                            "script-src 'unsafe-inline'; base-uri 'none'; form-action 'self'")
@@ -329,6 +329,8 @@ def screenshot_figure(step: Step, links: Links) -> str:
     shot = step.observation.screenshot
     if shot is None:
         return '<div class="shot missing">no screenshot (run trained with env.screenshots=false)</div>'
+    if not plausible_size(shot.width, shot.height):  # a damaged line: as unreadable as a missing file
+        return '<div class="shot missing">screenshot unreadable (its recorded size is no screen size)</div>'
     overlay = step_overlay(step)
     src = links.screenshot(shot.ref)
     img = (f'<img src="{esc(src)}" width="{shot.width}" height="{shot.height}" alt="screen before step '
