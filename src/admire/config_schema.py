@@ -177,10 +177,15 @@ def _registered(kind: str) -> AfterValidator:
 
 
 def _check_registered(kind: str, name: str) -> None:
-    """``name`` is in the registry of ``kind``; otherwise one line with a close match and the known names."""
+    """``name`` is in the registry of ``kind`` and loads; otherwise one line: a plug-in that cannot be loaded
+    says why (a missing extra, its import failing), an unknown name gets a close match and the known names."""
+    from admire.registry import PluginError
+
     registry = _registry(kind)
     try:
         registry.lookup(name)
+    except PluginError as exc:  # a known name: calling it unknown would send the user hunting for a typo
+        raise ValueError(str(exc)) from None
     except ValueError:
         known = registry.names()
         raise ValueError(f"unknown {registry.kind} {name!r}{_did_you_mean(name, known)}; "

@@ -183,3 +183,18 @@ def test_the_miniwob_section_defaults_are_the_envs_and_the_shipped_yamls() -> No
     for name in ("demo_miniwob.yaml", "verl_stepwise.yaml"):
         shipped = yaml.safe_load((PACKAGED_CONFIGS / name).read_text(encoding="utf-8"))["env"]["miniwob"]
         assert shipped == defaults.model_dump(), name
+
+
+def test_a_plugin_that_cannot_be_loaded_is_reported_as_such_not_as_unknown() -> None:
+    # An install without an extra made a known backend "unknown ... (did you mean 'miniwob'?)".
+    from admire.envs.base import ENVS
+
+    ENVS.declare("broken-backend", "admire_no_such_module.backend:Env", origin="test")
+    try:
+        with pytest.raises(ConfigError) as exc:
+            validate_config(load_config(overrides=["env.src=[broken-backend]"]))
+    finally:
+        del ENVS["broken-backend"]
+    message = str(exc.value)
+    assert "cannot be loaded" in message and "admire_no_such_module" in message
+    assert "unknown" not in message and "did you mean" not in message
