@@ -13,26 +13,24 @@ from admire.models import MODELS
 from admire.rl.advantages import ADVANTAGE_ESTIMATORS, register_advantage
 from tests.support.fakes import FormEnv
 from tests.support.paths import REPO
-from tests.support.registries import REGISTRIES, all_registries
+from tests.support.registries import REGISTRIES, all_registries, registries_restored
 
 NAME = "leaked-by-the-previous-test"
 BUILT_IN = {"env": "miniwob", "estimator": "grpo_step"}
 
 
-def test_1_a_test_registers_replaces_and_removes_entries() -> None:
-    # Run in file order: test_2 checks what this one left behind.
-    register_env(NAME)(FormEnv)
-    register_policy(NAME)(lambda **_options: None)
-    register_generator(NAME)(lambda **_options: None)
-    register_advantage(NAME)(lambda samples, **_options: None)
-    EXECUTORS[NAME] = lambda *args, **kwargs: None
-    MODELS[NAME] = None
-    ENVS[BUILT_IN["env"]] = FormEnv  # replaced
-    del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
-    assert all(NAME in registry for registry in all_registries())
-
-
-def test_2_the_next_test_sees_none_of_it() -> None:
+def test_what_a_test_registers_replaces_or_removes_is_undone_after_it() -> None:
+    # The autouse fixture's own context, entered here, so the check needs no second test run after this one.
+    with registries_restored():
+        register_env(NAME)(FormEnv)
+        register_policy(NAME)(lambda **_options: None)
+        register_generator(NAME)(lambda **_options: None)
+        register_advantage(NAME)(lambda samples, **_options: None)
+        EXECUTORS[NAME] = lambda *args, **kwargs: None
+        MODELS[NAME] = None
+        ENVS[BUILT_IN["env"]] = FormEnv  # replaced
+        del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
+        assert all(NAME in registry for registry in all_registries())
     assert not any(NAME in registry for registry in all_registries())
     assert ENVS.target("miniwob") == "admire.envs.miniwob:MiniWoBEnv"
     assert "grpo_step" in ADVANTAGE_ESTIMATORS and ADVANTAGE_ESTIMATORS["grpo_step"].__name__ == "grpo_step"
