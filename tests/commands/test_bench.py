@@ -317,7 +317,7 @@ def test_report_numbers_from_fabricated_runs(learning: ModuleType, fabricated: P
 def test_metrics_keep_the_last_record_of_a_step_and_skip_a_torn_line(learning: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "a": 1}\n{"step": 1, "a": 2}\n{"step": 1, "a": 3}\n{"step": 2, "a"')
-    assert learning.read_metrics(path) == [{"step": 0, "a": 1}, {"step": 1, "a": 3}]
+    assert learning.metrics_by_step(path) == [{"step": 0, "a": 1}, {"step": 1, "a": 3}]
 
 
 def fake_train(learning: ModuleType, failing: set[str]) -> Any:

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from admire.tracking import read_metrics
+
 # The variants, each a list of overrides on top of the shared base. `admire` is the shipped default.
 VARIANTS: dict[str, tuple[str, ...]] = {
     "outcome": ("reward.mode=outcome",),
@@ -371,7 +373,7 @@ def clock(seconds: float) -> str:
 
 
 def last_metrics(path: Path) -> dict[str, Any] | None:
-    records = read_metrics(path)
+    records = metrics_by_step(path)
     return records[-1] if records else None
 
 
@@ -406,19 +408,11 @@ class RunResult:
         return self.status == "ok"
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """metrics.jsonl as records in step order, the last record of a step winning (a resumed run
-    rewrites the steps after its checkpoint); a torn last line is skipped."""
-    if not path.is_file():
-        return []
-    by_step: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            by_step[int(record.get("step", len(by_step)))] = record
+def metrics_by_step(path: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl (read as ``tracking.read_metrics`` reads it: damaged lines skipped with a warning) as one
+    record per step in step order, the last record of a step winning: a run stopped between its log line
+    and its checkpoint logs that step again when resumed."""
+    by_step = {int(record["step"]): record for record in read_metrics(path)}
     return [by_step[step] for step in sorted(by_step)]
 
 
@@ -442,7 +436,7 @@ def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None
         result.wall_s = summary.get("wall_s")
     elif execution is not None:
         result.status = "not started" if execution.code is None else "failed"
-    records = read_metrics(run_dir / "metrics.jsonl")
+    records = metrics_by_step(run_dir / "metrics.jsonl")
     result.epochs = len(records)
     utilisation = _numbers(records, "adv/nonzero_frac")
     result.utilisation = statistics.fmean(utilisation) if utilisation else None
