@@ -67,6 +67,16 @@ def _run_with_checkpoint(tmp: Path, bank: bool = True) -> Path:
     return run
 
 
+def _negative_epoch(tmp: Path) -> None:
+    """A checkpoint claiming epoch -1 beside a metrics.jsonl a resume would cut back to that epoch."""
+    from admire.milestones.bank import MilestoneBank
+
+    run = _fake_run(tmp)
+    MilestoneBank(run / "milestones.sqlite").close()
+    (run / "metrics.jsonl").write_text('{"step": 0, "train/success": 0.5}\n', encoding="utf-8")
+    checkpoints.save(run / "checkpoints", {"policy": {"w": torch.zeros(4)}, "state": {"epoch": -1}}, epoch=0)
+
+
 def _bank_deleted(tmp: Path) -> None:
     _run_with_checkpoint(tmp, bank=False)
 
@@ -210,6 +220,8 @@ PROBES = [
              message=r"env\.suite: .*click-tset.*click-test"),
     CliProbe("eval-misspelt-task", ("eval", "--checkpoint", "{tmp}", "--suite", "miniwob/click-tset"),
              message=r"env\.suite: .*click-tset.*click-test"),
+    CliProbe("resume-negative-epoch", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_negative_epoch,
+             message=r"training state is not one a run writes \(TrainState\.epoch must be an integer"),
     CliProbe("resume-bank-deleted", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_bank_deleted,
              message=r"milestones\.sqlite is missing, and the run's checkpoint was trained with it"),
     CliProbe("resume-env-interpolation", ("train", "--quiet", "resume={tmp}/runs/x"), setup=_env_interpolation_run,

@@ -383,7 +383,9 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     if not run_dir.bank.exists():  # opening it would make an empty one
         raise ValueError(f"resume: {run_dir.bank} is missing, and the run's checkpoint was trained with it; put "
                          "the run's milestone bank back, or start a new run")
-    recorded = checkpoints.load(run_dir.path).get("experiment")
+    checkpoint = checkpoints.load(run_dir.path)
+    check_counters(checkpoint, run_dir)
+    recorded = checkpoint.get("experiment")
     if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
         return
     changes = experiment_changes(recorded, experiment_values(cfg))
@@ -392,6 +394,21 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
         raise ValueError(f"resume: {run_dir.config} was edited after the run's last checkpoint: "
                          f"{'; '.join(changes[:3])}{more}; these keys define the experiment, so put the values "
                          "back, or start a new run with them")
+
+
+def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> None:
+    """The checkpoint's epoch and counters are possible (``TrainState`` checks them), before the resume cuts
+    ``metrics.jsonl`` back to that epoch: a negative epoch emptied it, one of 10^30 exhausted the memory."""
+    from admire.checkpoints import CheckpointError
+    from admire.rl.trainer import TrainState
+
+    state = checkpoint.get("state")
+    try:
+        TrainState(**state) if isinstance(state, dict) else TrainState()
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{run_dir.checkpoints}: the latest checkpoint's training state is not one a run "
+                              f"writes ({exc}); restore the run's checkpoints from a copy, or start a new run") \
+            from None
 
 
 def finished(run_dir: Any, cfg: Any) -> str | None:
