@@ -108,6 +108,9 @@ REJECTED: list[tuple[object, str]] = [
     ({"action_type": "answer", "text": "x" * 60_000}, "text_too_long"),
     ({"action_type": "input_text", "text": "a\ud800b", "index": 2}, "bad_text"),  # a lone surrogate: no text
     ({"action_type": "open_app", "app_name": "Set\udc00tings"}, "bad_text"),
+    ({"action_type": "input_text", "text": "a\x00b", "index": 2}, "bad_text"),  # NUL: no key types it
+    ({"action_type": "input_text", "text": "\x1b[31m", "index": 2}, "bad_text"),  # an escape sequence
+    ({"action_type": "answer", "text": "x\x9by"}, "bad_text"),  # a C1 control
     ({"action_type": "input_text", "text": 10**5000, "index": 2}, "text_too_long"),
     ({"action_type": "open_app", "app_name": "A" * (MAX_APP_NAME_CHARS + 1)}, "app_name_too_long"),
     ({"action_type": "keyboard_enter", "keycode": "KEYCODE_" + "X" * MAX_KEYCODE_CHARS}, "bad_keycode"),
@@ -177,3 +180,8 @@ def test_a_model_writing_a_too_long_text_is_a_format_error_not_a_crash() -> None
                                 + long_text + '"}')
     assert not parsed.format_valid and parsed.action is None
     assert "text_too_long" in (parsed.error or "")
+
+
+def test_tab_newline_and_carriage_return_are_text_to_type() -> None:
+    action = validate_action({"action_type": "input_text", "text": "line one\n\tline two\r\n", "index": 2})
+    assert action.text == "line one\n\tline two\r\n"

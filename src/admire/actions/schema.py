@@ -140,6 +140,8 @@ def validate_action(action: Mapping[str, Any] | Action) -> Action:
     return Action(**out)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+"""Control characters that are not text to type (tab, newline and carriage return are)."""
 _SHOWN = reprlib.Repr()
 _SHOWN.maxstring = _SHOWN.maxother = 40
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 2, 4, 4
@@ -151,14 +153,19 @@ def _show(value: Any) -> str:
 
 
 def _bounded(text: str, name: str, limit: int, rule: str) -> str:
-    """``text`` when it is at most ``limit`` characters of real Unicode: a lone UTF-16 surrogate (valid JSON,
-    ``"\\ud800"``) typed into a browser crashed it, and no JSON trajectory can hold one."""
+    """``text`` when it is at most ``limit`` characters of real Unicode that a keyboard types: a lone UTF-16
+    surrogate (valid JSON, ``"\\ud800"``) typed into a browser crashed it, and no JSON trajectory can hold
+    one; a control character other than tab and newline (NUL, escape, C1 codes) is no key either."""
     if len(text) > limit:
         raise ActionError(rule, f"{name} is {len(text)} characters long; the limit is {limit}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise ActionError("bad_text", f"{name} holds a lone UTF-16 surrogate, which is not text") from None
+    control = _CONTROL.search(text)
+    if control is not None:
+        raise ActionError("bad_text", f"{name} holds the control character U+{ord(control.group()):04X}, which no "
+                                      "keyboard types")
     return text
 
 
