@@ -84,7 +84,7 @@ if [[ "$DRY_RUN" == 1 ]]; then
     say admire train "${OVERRIDES[@]}"
     say rm -rf "$RUN/checkpoints/global_step_2"
     say echo 1 ">" "$RUN/checkpoints/latest_checkpointed_iteration.txt"
-    say admire train "resume=$RUN" trainer.total_epochs=3
+    say admire train "resume=$RUN" "env.src=[remote:$URL]" trainer.total_epochs=3
     "$PYTHON" -m admire.cli train "${OVERRIDES[@]}" --dry-run
     exit 0
 fi
@@ -141,7 +141,7 @@ KILLER=""
 phase "2 global steps trained"
 rm -rf "$RUN/checkpoints/global_step_2"
 echo 1 > "$RUN/checkpoints/latest_checkpointed_iteration.txt"
-timeout --kill-after=60 "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "resume=$RUN" trainer.total_epochs=3 > "$OUT/resume.log" 2>&1 \
+timeout --kill-after=60 "$SMOKE_TIMEOUT" "$PYTHON" -m admire.cli train "resume=$RUN" "env.src=[remote:$URL]" trainer.total_epochs=3 > "$OUT/resume.log" 2>&1 \
     || { echo "the resume failed; see $OUT/resume.log" >&2; exit 1; }
 phase "resumed from step 1 and trained steps 2 and 3"
 echo "verl smoke passed on $DEVICE: $RUN"

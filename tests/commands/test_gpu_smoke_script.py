@@ -40,7 +40,8 @@ def test_the_smoke_dry_run_prints_the_run_and_verls_command(tmp_path: Path, scri
     train = next(line for line in lines if line.startswith("+ admire train --config configs/verl_stepwise.yaml "))
     assert f" trainer.device={device} actor_rollout_ref.rollout.name={rollout} " in train
     run = f"{out}/runs/{device}-verl"
-    assert f"+ admire train resume={run} trainer.total_epochs=3" in lines
+    # the folder names a remote: server, so the resume confirms it (a run folder does not choose where a key goes)
+    assert f"+ admire train resume={run} env.src=[remote:http://127.0.0.1:8767] trainer.total_epochs=3" in lines
     command = next(line for line in lines if "-m verl.trainer.main_ppo " in line)
     for setting in (f"actor_rollout_ref.model.path={out}/tiny-qwen2-warm", "trainer.n_gpus_per_node=1",
                     "trainer.total_training_steps=2", "trainer.v1.trainer_mode=admire_step",

@@ -380,10 +380,10 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     check_readable(run_dir.metrics, MAX_METRICS_BYTES, "metrics file")  # cut back to the checkpoint on resume
     if not checkpoints.has_checkpoint(run_dir.path):
         return
+    checkpoint = checkpoints.load(run_dir.path)  # an old pickle or a broken file: refused first, unread
     if not run_dir.bank.exists():  # opening it would make an empty one
         raise ValueError(f"resume: {run_dir.bank} is missing, and the run's checkpoint was trained with it; put "
                          "the run's milestone bank back, or start a new run")
-    checkpoint = checkpoints.load(run_dir.path)
     check_counters(checkpoint, run_dir)
     recorded = checkpoint.get("experiment")
     if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
