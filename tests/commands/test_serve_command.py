@@ -63,20 +63,28 @@ def test_the_dashboard_of_admire_serve_shows_its_devices_and_episodes(serve: str
         assert "success" in episodes_text(browser)
 
 
-def test_with_a_token_the_dashboard_asks_for_a_login() -> None:
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port", str(port),
-                               "--token", "s3cret-s3cret-s3cret", "--log-level", "warning"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_idle(url, 1, server)
-        assert httpx.get(f"{url}/devices").status_code == 401
-        with httpx.Client(base_url=url) as client:
-            assert client.get("/ui/config").status_code == 401  # the page shows screens: not without a login
-            assert client.post("/ui/login", data={"username": "admire", "password": "wrong"}).status_code == 400
-            login = {"username": "admire", "password": "s3cret-s3cret-s3cret"}
-            assert client.post("/ui/login", data=login).status_code == 200
-            assert client.get("/ui/config").status_code == 200
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+def test_with_a_token_the_dashboard_asks_for_its_own_login_and_is_off_without_one() -> None:
+    # The page shows every client's screen: a client's token must not open it.
+    for dashboard_token in ("d4shboard-d4shboard", None):
+        port = free_port()
+        extra = ["--dashboard-token", dashboard_token] if dashboard_token else []
+        server = subprocess.Popen([sys.executable, "-m", "admire.cli", "serve", "--num-devices", "1", "--port",
+                                   str(port), "--token", "s3cret-s3cret-s3cret", "--log-level", "warning", *extra])
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_until_idle(url, 1, server)
+            assert httpx.get(f"{url}/devices").status_code == 401
+            with httpx.Client(base_url=url) as client:
+                if dashboard_token is None:
+                    assert client.get("/ui/config").status_code in (401, 404)  # not served: no route, no page
+                    assert client.get("/ui/").status_code in (401, 404)
+                    continue
+                assert client.get("/ui/config").status_code == 401  # not without a login
+                clients_token = {"username": "admire", "password": "s3cret-s3cret-s3cret"}
+                assert client.post("/ui/login", data=clients_token).status_code == 400
+                login = {"username": "admire", "password": dashboard_token}
+                assert client.post("/ui/login", data=login).status_code == 200
+                assert client.get("/ui/config").status_code == 200
+        finally:
+            server.terminate()
+            server.wait(timeout=60)

@@ -32,6 +32,7 @@ log = logging.getLogger("admire.server")
 
 HELP = "serve a pool of GUI environments (MiniWoB++ browsers, Android emulators) over HTTP"
 TOKEN_ENV = "ADMIRE_SERVER_TOKEN"
+DASHBOARD_TOKEN_ENV = "ADMIRE_DASHBOARD_TOKEN"
 MINIWOB = "miniwob"
 MINIWOB_FLAGS = {"settle": "--settle", "settle_quiet_s": "--settle-quiet-s", "settle_max_s": "--settle-max-s"}
 ANDROID = "android_world"
@@ -77,7 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-cpus-per-device", type=float, default=1.0,
                         help="Ray CPUs reserved per device actor (default: 1)")
     parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=True,
-                        help="serve the device dashboard at /ui (default: on; behind a login when a token is set)")
+                        help="serve the device dashboard at /ui (default: on; with a token, only behind the login "
+                             "of --dashboard-token)")
+    parser.add_argument("--dashboard-token", default=None,
+                        help=f"the dashboard's login password (default: ${DASHBOARD_TOKEN_ENV}), not the clients' "
+                             "token: the dashboard shows every client's screen, so with a token and none of "
+                             "these the dashboard is off")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
     parser.add_argument("--token", default=None,
@@ -139,6 +145,18 @@ def check_exposure(host: str, token: str | None) -> None:
                          f"devices; pass --token (or set {TOKEN_ENV}), or bind to 127.0.0.1")
 
 
+def check_secret(what: str, secret: str | None) -> None:
+    """A token travels in an HTTP header and must not be guessed: printable ASCII, at least 16 characters."""
+    if secret is None:
+        return
+    if not all(33 <= ord(ch) <= 126 for ch in secret):
+        raise UsageError(f"{what} must be printable ASCII without spaces (it travels in an HTTP header); "
+                         "use e.g. $(openssl rand -hex 16)")
+    if len(secret) < MIN_TOKEN_CHARS:
+        raise UsageError(f"{what} has {len(secret)} character(s); at least {MIN_TOKEN_CHARS} are needed (a short "
+                         "one is guessed); use e.g. $(openssl rand -hex 16)")
+
+
 def check_arguments(args: argparse.Namespace, token: str | None) -> None:
     """Every argument's range, named by its flag, before anything starts (``UsageError``)."""
     whole = [("--num-devices", args.num_devices, 0, MAX_DEVICES), ("--max-failures", args.max_failures, 1, 1000),
@@ -173,12 +191,12 @@ def check_arguments(args: argparse.Namespace, token: str | None) -> None:
                          "raise --max-devices or lower --num-devices")
     if not args.host.strip():
         raise UsageError("--host is empty; pass an address such as 127.0.0.1")
-    if token is not None and not all(33 <= ord(ch) <= 126 for ch in token):
-        raise UsageError("the token must be printable ASCII without spaces (it travels in an HTTP header); "
-                         "use e.g. $(openssl rand -hex 16)")
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        raise UsageError(f"the token has {len(token)} character(s); at least {MIN_TOKEN_CHARS} are needed (a short "
-                         "one is guessed); use e.g. $(openssl rand -hex 16)")
+    check_secret("the token", token)
+    dashboard_token = getattr(args, "dashboard_token", None)
+    check_secret("the dashboard token", dashboard_token)
+    if dashboard_token is not None and dashboard_token == token:
+        raise UsageError("the dashboard token equals the clients' token, so every client could watch every other "
+                         "client's screen; give the dashboard a token of its own")
     check_exposure(args.host, token)
     pages = [flag for name, flag in MINIWOB_FLAGS.items() if getattr(args, name, None) is not None]
     if pages and args.backend != MINIWOB:
@@ -274,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
 
     require("fastapi", "uvicorn", "gradio", "prometheus_client", extra="server", feature="the env server")
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    args.dashboard_token = args.dashboard_token or os.environ.get(DASHBOARD_TOKEN_ENV) or None
     try:
         check_arguments(args, token)
         check_port_free(args.host, args.port)
@@ -306,10 +325,14 @@ def run(args: argparse.Namespace) -> int:
     pool = DevicePool(factory, config, backend=args.backend)
     try:
         app = create_app(pool, token=token, max_request_bytes=args.max_request_bytes, allowed_hosts=allowed_hosts)
-        if args.dashboard:
+        if args.dashboard and token and not args.dashboard_token:
+            log.info("dashboard off: it shows every client's screen, and clients hold the token; serve it with "
+                     "--dashboard-token (or $%s), a token of its own", DASHBOARD_TOKEN_ENV)
+        elif args.dashboard:
             from admire.server.dashboard import mount_dashboard
 
-            mount_dashboard(app, pool, auth=("admire", token) if token else None)
+            # Without any token the server answers this machine only (loopback Host names), the page included.
+            mount_dashboard(app, pool, auth=("admire", args.dashboard_token) if args.dashboard_token else None)
             log.info("dashboard at http://%s:%d/ui", args.host, args.port)
         with _stop_quietly_on_signals():
             uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
