@@ -67,3 +67,10 @@ def test_the_offender_filter_catches_what_it_should() -> None:
     assert offenders(["admire.envs.miniwob_dom", "admire.server.app", "torch.nn", "raylet", "admire.envs.base",
                       "admire.envs.executors.ray", "ray._private"]) == \
         ["admire.envs.executors.ray", "admire.envs.miniwob_dom", "admire.server.app", "ray._private", "torch.nn"]
+
+
+def test_the_remote_backend_imports_nothing_of_the_server_or_its_web_framework() -> None:
+    # A backend depends on the wire format (admire.wire), never on the server that also speaks it.
+    modules = loaded_by("admire.envs.remote")
+    assert "admire.wire" in modules
+    assert [m for m in modules if m.startswith("admire.server") or m.split(".")[0] in ("fastapi", "uvicorn")] == []

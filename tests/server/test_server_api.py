@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from admire.server.app import create_app
 from admire.server.pool import DevicePool
-from admire.server.schemas import CLIENT_HEADER
 from admire.types import Observation
+from admire.wire import CLIENT_HEADER
 from tests.support.fakes import FormEnv
 from tests.support.paths import REPO
 from tests.support.server_helpers import (

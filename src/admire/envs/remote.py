@@ -13,7 +13,7 @@ small JSON request, and a general-purpose HTTP client cost as much CPU per step 
 The ``remote`` backend (declared in ``admire.envs.base.ENVS``): ``make_env("remote:http://127.0.0.1:8765",
 max_steps=8)``, or ``env.src=[remote:http://127.0.0.1:8765]`` in a training config. It lives with the
 other backends, not in ``admire.server``: it is what a trainer uses, and needs only the standard library
-and the server's request/response schemas.
+and the server's request/response schemas (``admire.wire``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 
 from admire.actions import ActionError, validate_action
 from admire.envs.base import EnvCrashed, InvalidAction, StepResult
-from admire.server.schemas import CLIENT_HEADER, SessionCreated, StepReply
 from admire.types import Action, Observation, Task
+from admire.wire import CLIENT_HEADER, SessionCreated, StepReply
 
 log = logging.getLogger("admire.server")
 

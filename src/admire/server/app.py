@@ -43,7 +43,7 @@ from admire.envs.base import InvalidAction
 from admire.server import metrics
 from admire.server.errors import ERROR_CODES, NoCapacity, PoolError
 from admire.server.pool import DevicePool
-from admire.server.schemas import (
+from admire.wire import (
     CLIENT_HEADER,
     CLIENT_ID_PATTERN,
     MAX_JSON_DEPTH,

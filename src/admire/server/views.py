@@ -8,10 +8,11 @@ object with ``devices()`` and ``recent_episodes()``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
-DeviceState = Literal["starting", "idle", "leased", "stepping", "restarting", "quarantined", "stopped"]
-EpisodeOutcome = Literal["running", "success", "failure", "env_error", "abandoned"]
+from admire.wire import DeviceState, EpisodeOutcome
+
+__all__ = ["DeviceState", "DeviceView", "EpisodeOutcome", "EpisodeView", "PoolView"]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The env server's wire format: request and response bodies, shared by the API and its client.
 
-Kept apart from ``app.py`` so that the client validates replies with the very models the server
-answers with, without importing FastAPI. Limits here (name pattern, seed range, nesting depth of
-``params``) are part of the contract: what passes them is safe to hand to a device.
+A module of its own, below both, so that the client (``admire.envs.remote``, a backend like any other)
+validates replies with the very models the server answers with without importing the server or FastAPI.
+Limits here (name pattern, seed range, nesting depth of ``params``) are part of the contract: what passes
+them is safe to hand to a device.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from admire.envs.goal_template import fill_goal_template
-from admire.server.views import DeviceState, EpisodeOutcome
 from admire.types import Action, Observation, Task
+
+DeviceState = Literal["starting", "idle", "leased", "stepping", "restarting", "quarantined", "stopped"]
+EpisodeOutcome = Literal["running", "success", "failure", "env_error", "abandoned"]
 
 TASK_NAME_PATTERN = r"^[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+$"
 MAX_SEED = 2**31 - 1
