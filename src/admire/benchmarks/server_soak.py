@@ -123,55 +123,41 @@ def hostile_body(kind: str, seq: int, rng: random.Random) -> bytes:
 
 
 def send_hostile(http: Any, env: Any, session: str, seq: int, rng: random.Random, ledger: Ledger) -> None:
+    kind = rng.choice(sorted(HOSTILE_ANSWERS))
+    send_refused(http, f"/sessions/{session}/step", hostile_body(kind, seq, rng), env.client_id, kind,
+                 HOSTILE_ANSWERS[kind], f"hostile {kind} on session {session}", ledger)
+
+
+def send_hostile_create(http: Any, client_id: str, task: Any, rng: random.Random, ledger: Ledger) -> None:
+    """``POST /sessions`` with parameters no device may take: a 422 ``invalid_request``, no device leased."""
+    params = rng.choice(HOSTILE_PARAMS)
+    body = b'{"task": "%s", "seed": %d, "params": %s}' % (task.name.encode(), task.seed, params)
+    send_refused(http, "/sessions", body, client_id, "params", {(422, "invalid_request")},
+                 f"hostile params {params!r}", ledger)
+
+
+def send_refused(http: Any, path: str, body: bytes, client_id: str, kind: str, expected: set[tuple[int, str]],
+                 what: str, ledger: Ledger) -> None:
+    """POST one request that must be refused and record its answer (``<kind> <status> <code>``) and how long it
+    took; an answer outside ``expected``, or none, is a finding."""
     from admire.envs.remote import TransportError
 
-    kind = rng.choice(sorted(HOSTILE_ANSWERS))
-    headers = {"Content-Type": "application/json", "X-Admire-Client": env.client_id}
+    headers = {"Content-Type": "application/json", "X-Admire-Client": client_id}
     start = time.monotonic()
     try:
-        reply = http.send("POST", f"/sessions/{session}/step", hostile_body(kind, seq, rng), headers)
+        reply = http.send("POST", path, body, headers)
     except TransportError as exc:  # a refused body may close the connection early: the next one opens anew
         with ledger.lock:
             ledger.hostile[f"{kind} transport-error"] += 1
             ledger.errors.append(f"hostile {kind}: no answer ({exc})")
         return
     elapsed = time.monotonic() - start
-    try:
-        code = reply.json().get("error")
-    except ValueError:
-        code = None
+    code = _error_code(reply)
     with ledger.lock:
         ledger.hostile[f"{kind} {reply.status} {code}"] += 1
         ledger.hostile_s.append(elapsed)
-        if (reply.status, code) not in HOSTILE_ANSWERS[kind]:
-            ledger.errors.append(f"hostile {kind} on session {session} answered {reply.status} {code}")
-
-
-def send_hostile_create(http: Any, client_id: str, task: Any, rng: random.Random, ledger: Ledger) -> None:
-    """``POST /sessions`` with parameters no device may take: a 422 ``invalid_request``, no device leased."""
-    from admire.envs.remote import TransportError
-
-    params = rng.choice(HOSTILE_PARAMS)
-    body = b'{"task": "%s", "seed": %d, "params": %s}' % (task.name.encode(), task.seed, params)
-    headers = {"Content-Type": "application/json", "X-Admire-Client": client_id}
-    start = time.monotonic()
-    try:
-        reply = http.send("POST", "/sessions", body, headers)
-    except TransportError as exc:
-        with ledger.lock:
-            ledger.hostile["params transport-error"] += 1
-            ledger.errors.append(f"hostile params: no answer ({exc})")
-        return
-    elapsed = time.monotonic() - start
-    try:
-        code = reply.json().get("error")
-    except ValueError:
-        code = None
-    with ledger.lock:
-        ledger.hostile[f"params {reply.status} {code}"] += 1
-        ledger.hostile_s.append(elapsed)
-        if (reply.status, code) != (422, "invalid_request"):
-            ledger.errors.append(f"hostile params {params!r} answered {reply.status} {code}")
+        if (reply.status, code) not in expected:
+            ledger.errors.append(f"{what} answered {reply.status} {code}")
 
 
 def create_twice_at_once(url: str, client_id: str, task: Any, ledger: Ledger) -> None:
