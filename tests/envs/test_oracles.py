@@ -54,7 +54,7 @@ def test_registering_a_second_oracle_for_a_task_is_refused():
 
 def test_every_task_of_the_curated_suites_has_an_oracle():
     for name in ("miniwob-smoke", "miniwob-demo", "miniwob-multistep", "miniwob-warmstart", "miniwob-long",
-                 "miniwob-long-warmstart", "miniwob-long-warmstart-lists"):
+                 "miniwob-long-warmstart", "miniwob-long-warmstart-lists", "miniwob-lm"):
         missing = [t for t in get_suite(name).templates if t not in oracle_tasks()]
         assert missing == [], f"{name} lists tasks no oracle solves: {missing}"
 

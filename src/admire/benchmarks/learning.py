@@ -81,7 +81,7 @@ BASE_OVERRIDES: tuple[str, ...] = (
     "trainer.keep_checkpoints=1",
 )
 # Suites that start RL from the behaviour-cloned warm start by default, and the suite it imitates.
-WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lists"}
+WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lists", "miniwob-lm": "miniwob-warmstart"}
 # What a suite's runs need besides (before --set): miniwob-long's lists need the dom policy's list-item
 # features, which the longer warm start teaches; its longest oracle path is 15 steps; and from that sharper
 # warm start the first PPO update moved the policy by an approx KL of 2.7-3.2 under either reward and
@@ -90,6 +90,22 @@ WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lis
 SUITE_OVERRIDES: dict[str, tuple[str, ...]] = {
     "miniwob-long": ("actor_rollout_ref.model.block_features=true", "actor_rollout_ref.warm_start.epochs=20",
                      "env.max_steps=24", "actor_rollout_ref.actor.max_kl=0.1", "actor_rollout_ref.actor.lr=0.003"),
+    # The language-model suite: SmolLM2-135M (`admire models prepare smollm2-135m models/smollm2-135m`) with a
+    # LoRA adapter, fixed before any run on it (docs/lm-policy.md says why each value): answers of at most 64
+    # tokens (a demonstrated answer is about 50), four browsers so the policy acts on four screens at once,
+    # one PPO pass over minibatches of 16 answers, a budget in env steps rather than epochs, and 20 held-out
+    # episodes per task evaluated only before and after RL.
+    "miniwob-lm": (
+        "actor_rollout_ref.model.name=lm", "actor_rollout_ref.model.path=models/smollm2-135m",
+        "+actor_rollout_ref.model.lora=true", "+actor_rollout_ref.model.max_new_tokens=64",
+        "actor_rollout_ref.warm_start.episodes_per_task=4", "actor_rollout_ref.warm_start.epochs=3",
+        "actor_rollout_ref.warm_start.lr=0.001",
+        "env.max_envs=[4]", "env.max_steps=6", "trainer.threads=1",
+        "trainer.tasks_per_epoch=6", "actor_rollout_ref.rollout.n=4", "trainer.total_epochs=50",
+        "trainer.total_env_steps=320", "trainer.eval_every=0", "trainer.eval_episodes=20",
+        "actor_rollout_ref.actor.lr=0.0002", "actor_rollout_ref.actor.ppo_epochs=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+    ),
 }
 QUICK_SUITE = "miniwob-smoke"
 QUICK_OVERRIDES: tuple[str, ...] = (
