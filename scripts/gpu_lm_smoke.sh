@@ -58,7 +58,7 @@ if [[ "$DRY_RUN" == 1 ]]; then
 import sys
 
 from admire.config import load_config
-from admire.rl.trainer import check_config
+from admire.rl.builders import check_config
 
 check_config(load_config(overrides=sys.argv[1:]))
 print("dry run: the training configuration is valid")

@@ -1,7 +1,7 @@
 """Checkpoints without pickle: every tensor in a safetensors file, everything else in JSON.
 
 A ``.pt`` file is a pickle, and unpickling runs whatever code the file names, so a checkpoint someone
-hands you could run a shell command the moment ``admire eval`` or ``resume=`` opened it (issue 13). A
+hands you could run a shell command the moment ``admire eval`` or ``resume=`` opened it (docs/decisions.md#d10). A
 checkpoint here is two plain-data files that are only ever *parsed*:
 
 ```

@@ -14,11 +14,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from admire.config_files import DEFAULT_CONFIG, PACKAGED_CONFIGS
 from admire.config_names import VERL_FAMILY_KEYS, resolve_verl_names, uses_verl_names
 from admire.fileio import UnreadableFile, read_bounded
 
-PACKAGED_CONFIGS = Path(__file__).parent / "configs"
-DEFAULT_CONFIG = "demo_miniwob"
 MAX_RUN_CONFIG_BYTES = 16 << 20
 """A run's config.yaml is a few KB; one larger than 16 MiB (or a FIFO in its place) is not read."""
 

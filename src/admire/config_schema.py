@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal
 from omegaconf import DictConfig, OmegaConf
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from admire.config_files import DEFAULT_CONFIG, PACKAGED_CONFIGS
 from admire.envs.miniwob_settle import (
     DEFAULT_SETTLE,
     DEFAULT_SETTLE_MAX_S,
@@ -598,8 +599,6 @@ _NONE = object()
 
 @cache
 def _shipped() -> dict[str, Any]:
-    from admire.config import DEFAULT_CONFIG, PACKAGED_CONFIGS
-
     loaded = OmegaConf.to_container(OmegaConf.load(PACKAGED_CONFIGS / f"{DEFAULT_CONFIG}.yaml"), resolve=False)
     assert isinstance(loaded, dict)
     return loaded

@@ -51,3 +51,38 @@ def counting(progress: ProgressFn | None, total: int) -> Callable[[Any], None] |
         progress(done, total)
 
     return one_more
+
+
+class TrainingProgress:
+    """A rich progress bar over epochs with ETA and the live training success rate."""
+
+    def __init__(self, total: int, completed: int, console: Any = None) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]epoch {task.completed}/{task.total}"), BarColumn(), TimeElapsedColumn(),
+            TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task("train", total=total, completed=completed, info="starting")
+
+    def __enter__(self) -> TrainingProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def status(self, text: str) -> None:
+        self._progress.update(self._task, info=text)
+
+    def counter(self, label: str) -> ProgressFn:
+        """A ``progress(done, total)`` that shows ``<label> done/total`` as the bar's status."""
+        return lambda done, total: self.status(f"{label} {done}/{total}")
+
+    def advance(self, metrics: dict[str, float]) -> None:
+        info = (f"success {metrics['train/success']:.0%}  milestone {metrics['reward/milestone']:+.3f}  "
+                f"{metrics['env/steps_per_s']:.1f} steps/s")
+        if "eval/success" in metrics:
+            info += f"  eval {metrics['eval/success']:.0%}"
+        self._progress.update(self._task, advance=1, info=info)

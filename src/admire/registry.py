@@ -1,9 +1,10 @@
 """Name → factory registries for what users extend, in one plug-in style.
 
-ADMIRE has six: environment backends (``admire.envs.base.ENVS``), policies
-(``admire.agent.base.POLICIES``), milestone generators (``admire.milestones.generator.GENERATORS``),
-advantage estimators (``admire.rl.advantages.ADVANTAGE_ESTIMATORS``), env executors
-(``admire.envs.executors.EXECUTORS``) and preparable local models (``admire.models.MODELS``). Each is a
+ADMIRE has seven: environment backends (``admire.envs.base.ENVS``), device pools of backends whose every
+env needs a device of its own (``admire.envs.base.DEVICE_POOLS``), policies (``admire.agent.base.POLICIES``),
+milestone generators (``admire.milestones.generator.GENERATORS``), advantage estimators
+(``admire.rl.advantages.ADVANTAGE_ESTIMATORS``), env executors (``admire.envs.executors.EXECUTORS``) and
+preparable local models (``admire.models.MODELS``). Each is a
 ``Registry``, and each entry arrives one of three ways:
 
 1. **Declared as a string** beside the protocol, as Gymnasium's ``register(id, entry_point="pkg.mod:Cls")``
@@ -40,6 +41,9 @@ AdvantageResult`` of ``admire.rl.advantages``, an executor ``f(spec, settings, *
 
     [project.entry-points."admire.advantages"]
     outcome_sign = "my_pkg.adv:outcome_sign"       # algorithm.adv_estimator=outcome_sign
+
+    [project.entry-points."admire.device_pools"]
+    my-phones = "my_pkg.phones:phone_pool"          # env.src=[my-phones]: each env on the next free phone
 
     [project.entry-points."admire.executors"]
     k8s = "my_pkg.k8s:k8s_executor"                # env.executor=k8s

@@ -100,7 +100,7 @@ class RewardConfig:
     (``milestones.prose``) finds that its words name the step's action and element; null turns the reading
     off (the cosine and the contrast alone, as before it existed).
 
-    ``progress`` defaults to ``prefix`` (issue 11, failure 6): a failure is paid k/K only on the steps up
+    ``progress`` defaults to ``prefix`` (docs/decisions.md#d6): a failure is paid k/K only on the steps up
     to its last hit, so the wrong tail after its last real checkpoint earns nothing; ``total`` is the
     paper's Eq. 11 on every step, ``running`` Algorithm 1's running count.
     """
@@ -298,7 +298,7 @@ def milestone_step_rewards(match: MatchResult, success: bool, cfg: RewardConfig)
     Which steps earn k/K (``progress``): ``prefix`` (default) the steps up to and including the last hit,
     with the trajectory's total k, and 0 after it; ``total`` every step (Eq. 11); ``running`` the hits
     up to and including step t (Algorithm 1). Under ``total`` a failure that hit one checkpoint and then
-    wandered for 18 steps is paid k/K for each wrong step (issue 11, failure 6): length is rewarded,
+    wandered for 18 steps is paid k/K for each wrong step (docs/decisions.md#d6): length is rewarded,
     the wrong tail is reinforced. Under ``prefix`` the steps that led to the last checkpoint still share
     the credit, the tail after it gets none.
     """
@@ -355,7 +355,7 @@ def process_terms(match: MatchResult, success: bool, cfg: RewardConfig) -> list[
     later hit possible shares that hit's credit; k/K is already paid on every step of the prefix, so
     propagating it too would pay step t the progress of every later prefix step again — about
     (k/K)·(steps left) with γ = 0.99, a reward for length. That is how a 20-step dawdling failure
-    out-earned a 2-step success (issue 11, failure 6), and it would bring failure 6 back through a
+    out-earned a 2-step success (docs/decisions.md#d6), and it would come back through a
     late last hit. With γ = 0 both readings are weight·R_mil(t).
     """
     if cfg.progress != "prefix":

@@ -209,7 +209,7 @@ def test_the_config_key_chooses_the_policys_encoder_and_a_bad_one_is_refused_bef
     from admire.config import load_config
     from admire.config_schema import ConfigError, validate_config
     from admire.embeddings import shared_encoder
-    from admire.rl.trainer import build_policy
+    from admire.rl.builders import build_policy
 
     cfg = load_config(overrides=["actor_rollout_ref.model.encoder=all-MiniLM-L6-v2"])
     validate_config(cfg)

@@ -105,7 +105,7 @@ def test_errors_are_named_with_exit_code_2(capsys: pytest.CaptureFixture[str], r
     assert code == 2 and "not a JSON milestone file" in err
 
 
-# -- issue 13: the command never writes into a file it did not create ---------------------------------
+# -- the command never writes into a file it did not create ---------------------------------
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -134,7 +134,7 @@ def test_export_replaces_a_json_file_only_with_force(capsys: pytest.CaptureFixtu
 
 
 def insert_raw_version(bank_file: Path, created_at: object, milestones: str = '["x"]') -> None:
-    """A row no check lets in any more, as a bank written before issue 13 may hold."""
+    """A row no check lets in any more, as a bank written by an older version may hold."""
     import sqlite3
     from contextlib import closing
 

@@ -1,4 +1,4 @@
-"""Hostile checkpoints handed to the CLI (issue 13, item 2 and part of 6), as rows of a probe table.
+"""Hostile checkpoints handed to the CLI, as rows of a probe table.
 
 Each probe gets exit 2, one ``admire <command>: error:`` line, no traceback and an unchanged folder;
 the crafted pickle's payload would create a file, so "unchanged" also proves it never ran.
@@ -87,7 +87,7 @@ def int8_weights(tmp: Path) -> None:
     """A checkpoint of the default policy with one weight stored as int8: loading would cast it silently."""
     from admire.checkpoints import save
     from admire.config import load_config
-    from admire.rl.trainer import build_policy
+    from admire.rl.builders import build_policy
 
     weights = dict(build_policy(load_config()).state_dict())
     name = next(k for k, v in weights.items() if isinstance(v, torch.Tensor) and v.is_floating_point())

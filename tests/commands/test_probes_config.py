@@ -1,4 +1,4 @@
-"""Issue 13, items 1, 5, 6 and 11 (resuming a finished run): hostile configs, run names, resume
+"""Hostile configs, run names, resume
 overrides and ``admire eval`` inputs, as a table of probes against the real CLI.
 
 Every probe ends in one ``admire <command>: error:`` line (or, for a finished run, a plain exit 0)

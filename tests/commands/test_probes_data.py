@@ -1,4 +1,4 @@
-"""Probes of the commands that touch a user's data files (issue 13, items 8 and 11): ``admire milestones``
+"""Probes of the commands that touch a user's data files: ``admire milestones``
 and ``admire viz``. Each row is a hostile or careless command line; each must exit 2 with one
 ``admire …: error:`` line and leave every file exactly as it was (``tests/support/probe_harness.py``).
 

@@ -1,4 +1,4 @@
-"""Hostile-input probes of the env server, as rows of a table (issue 13, item 9 and the probes that held).
+"""Hostile-input probes of the env server, as rows of a table (and the probes that held from the start).
 
 HTTP probes run against the real app (``create_app`` over a pool of fake devices) set up as ``admire
 serve`` sets it up: on loopback without a token (only loopback Host names answered), or with a token.
@@ -48,7 +48,7 @@ class HttpProbe:
     app: str = "loopback"
     """``loopback``: no token, loopback Host names only (``admire serve``'s default); ``token``: a token."""
     held: bool = False
-    """True for a probe that already held before issue 13: kept so it keeps holding."""
+    """True for a probe that held before its row's fix was needed: kept so it keeps holding."""
 
 
 def step(action: bytes) -> bytes:
@@ -119,7 +119,7 @@ PROBES: list[HttpProbe] = [
               b'{"task": "fake/form", "params": {"goal_template": "{nope}"}}'),
     HttpProbe("goal-template-attribute-chain", "POST", "/sessions", 422, "invalid_request", {**OWNER, **JSON},
               b'{"task": "fake/form", "params": {"goal_template": "{utterance.__class__.__mro__}"}}'),
-    # --- probes that held before issue 13
+    # --- probes that held from the start
     HttpProbe("traversal-in-session-id", "POST", "/sessions/..%2f..%2fdevices/step", 404, "not_found",
               {**OWNER, **JSON}, b"{}", held=True),
     HttpProbe("traversal-in-device-id", "GET", "/devices/..%2f..%2fetc%2fpasswd/screenshot", 404, "not_found",

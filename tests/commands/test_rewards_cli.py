@@ -91,7 +91,7 @@ def no_password(tid: str = "fail-no-password", *, described: bool = True) -> Tra
 
 
 def swapped(tid: str = "fail-swapped") -> Trajectory:
-    """Both values typed, each into the other's field (issue 11, failure 1)."""
+    """Both values typed, each into the other's field (docs/decisions.md#d1)."""
     return episode(tid, [type_into(USERNAME_INDEX, PASSWORD), type_into(PASSWORD_INDEX, USERNAME), CLICK_LOGIN],
                    outcome=0.0, termination=Termination.AGENT_STOP)
 

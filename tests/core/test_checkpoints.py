@@ -1,4 +1,4 @@
-"""Checkpoints as safetensors + JSON (issue 13, item 2): exact round trips, an exact resume, no pickle ever
+"""Checkpoints as safetensors + JSON (docs/decisions.md#d10): exact round trips, an exact resume, no pickle ever
 loaded, every broken file a one-line ``CheckpointError``, a kill between writes harmless, old ``.pt``
 runs converted only on request."""
 
@@ -20,8 +20,9 @@ from torch import nn
 
 from admire import checkpoints
 from admire.checkpoints import CheckpointError, LegacyCheckpointError
-from admire.rl.trainer import TrainState, checkpoint_state, load_policy_weights, restore
+from admire.rl.builders import load_policy_weights
 from admire.runs import RunDir
+from admire.train_state import TrainState, checkpoint_state, restore
 
 # --------------------------------------------------------------------------------------------------
 # A tiny policy with the same kinds of state as the dom policy: weights, and extra state holding a

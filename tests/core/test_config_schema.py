@@ -1,4 +1,4 @@
-"""The typed config schema (issue 13, item 5): every shipped key covered, bad values refused in one line
+"""The typed config schema: every shipped key covered, bad values refused in one line
 naming the key and the fix, unknown keys refused with a close match, old run configs still valid, and
 registries consulted without building anything."""
 

@@ -1,4 +1,4 @@
-"""verl's key names on the CPU trainer (issue 15): each is read as this project's key when a config is loaded
+"""verl's key names on the CPU trainer: each is read as this project's key when a config is loaded
 (files and overrides), both names of one setting with different values in one place are refused in one line,
 a later place wins whichever name it uses, and what a run saves holds only this project's names."""
 
@@ -15,7 +15,7 @@ from admire.cli import main
 from admire.config import PACKAGED_CONFIGS, load_config, load_run_config
 from admire.config_names import VERL_NAMES
 from admire.config_schema import ConfigError, check_resume_overrides, validate_config
-from admire.rl.trainer import check_config
+from admire.rl.builders import check_config
 
 ALIASES = [
     ("actor_rollout_ref.actor.optim.lr=0.00002", "actor_rollout_ref.actor.lr", 2e-5),

@@ -1,5 +1,5 @@
 """Progress of evaluation and the warm start: the loops report ``progress(done, total)``; ``admire eval``
-shows a bar and the trainer shows the count in its epoch bar's status (issue 12)."""
+shows a bar and the trainer shows the count in its epoch bar's status."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from admire.agent.base import POLICIES
 from admire.cli import main
 from admire.config import load_config
 from admire.envs.base import ENVS
-from admire.progress import counting, progress_bar
-from admire.rl.trainer import TrainingProgress, evaluate_policy, train
+from admire.progress import TrainingProgress, counting, progress_bar
+from admire.rl.evaluation import evaluate_policy
+from admire.rl.trainer import train
 from admire.runs import RunDir
 from tests.support.fakes import FormPolicy, SeededFormEnv, TrigramEncoder
 

@@ -296,7 +296,7 @@ def test_process_return_under_prefix_propagates_the_hit_term_and_adds_progress_w
 
 
 # --------------------------------------------------------------------------------------------------
-# Issue 11, failure 6: progress paid to a wrong tail made dawdling pay
+# Progress paid to a wrong tail made dawdling pay (docs/decisions.md#d6)
 # --------------------------------------------------------------------------------------------------
 
 def _success_and_dawdler(cfg: RewardConfig, dawdler_hit_at: int) -> tuple[list[float], list[float]]:
@@ -314,7 +314,7 @@ def _summed_advantages(success: list[float], dawdler: list[float]) -> tuple[floa
     return sum(result.advantages[0]), sum(result.advantages[1])  # type: ignore[arg-type]
 
 
-def test_failure_6_a_dawdling_failure_out_earns_a_quick_success_under_total_progress():
+def test_a_dawdling_failure_out_earns_a_quick_success_under_total_progress():
     # The paper's progress (Eq. 11, k/K on every step) with the process return on (weight 1, γ 0.99).
     # Success: R_mil = [0.9, 0.9] → R' = [0.9 + 0.99·0.9, 0.9] = [1.791, 0.9] → totals [1.537, 1.27].
     # Dawdler: R_mil = [0.5 + 0.45, 0.5 × 19]; R'(1) = 0.5·Σ_{n<19} 0.99^n ≈ 8.69, R'(0) ≈ 0.95 + 0.99·8.69
@@ -328,7 +328,7 @@ def test_failure_6_a_dawdling_failure_out_earns_a_quick_success_under_total_prog
     assert success_adv < 0 < dawdler_adv  # grpo_step pushes the success down and the dawdling up
 
 
-def test_failure_6_is_gone_under_the_shipped_defaults():
+def test_a_quick_success_out_earns_a_dawdling_failure_under_the_shipped_defaults():
     # Shipped defaults, stated: progress prefix, ζ 0.5, λ0 0.3 (epoch 0), strategy mix; the process
     # return is switched on with its defaults, weight 1.0 and γ 0.99.
     cfg = RewardConfig(process_enable=True)
@@ -346,7 +346,7 @@ def test_failure_6_is_gone_under_the_shipped_defaults():
     success, late = _success_and_dawdler(cfg, dawdler_hit_at=19)
     assert late == approx_list([0.3 * (0.5 + 0.45 * 0.99 ** (19 - t)) for t in range(20)])
     assert min(success) > max(late)
-    # Propagating the progress term too would have brought failure 6 back through the late hit:
+    # Propagating the progress term too would have brought the dawdling reward back through the late hit:
     match = make_match([None] * 19 + [0.9], 2)
     propagated = process_return(milestone_step_rewards(match, False, cfg), 1.0, 0.99)
     assert 0.3 * propagated[0] > max(success)
@@ -437,7 +437,7 @@ def test_config_from_the_original_projects_nested_keys():
     assert not RewardConfig().process_enable  # the paper exactly (method.md §4)
 
 
-def test_config_defaults_and_the_new_keys_of_issue_11():
+def test_config_defaults_of_the_reward_keys():
     cfg = RewardConfig()
     assert (cfg.progress, cfg.matcher, cfg.encoder, cfg.milestone_key) == ("prefix", "grounded",
                                                                            "all-MiniLM-L6-v2", "task")

@@ -101,7 +101,7 @@ def test_invalid_utf8_is_reported_not_fatal(tmp_path: Path, caplog: pytest.LogCa
 @pytest.mark.parametrize("last", ["[1, 2]", '"x"', '{"loss": 1}', '{"step": null}', '{"step": 2, "a'])
 def test_truncate_survives_a_last_line_of_the_wrong_shape(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                           last: str) -> None:
-    """Before issue 13 a last line that was valid JSON but not a record crashed every resume here."""
+    """Once, a last line that was valid JSON but not a record crashed every resume here."""
     path = tmp_path / "metrics.jsonl"
     write_lines(path, '{"step": 0, "a": 1}', '{"step": 1, "a": 2}', '{"step": 2, "a": 3}', last)
     with caplog.at_level(logging.WARNING, logger="admire.tracking"):

@@ -151,7 +151,7 @@ class OtherFormEnv(FormEnv):
 
 def test_make_envs_builds_the_count_of_each_backend(monkeypatch) -> None:
     from admire.config import load_config
-    from admire.rl.trainer import make_envs
+    from admire.envs.building import make_envs
 
     monkeypatch.setitem(ENVS, "fake-a", SeededFormEnv)
     monkeypatch.setitem(ENVS, "fake-b", OtherFormEnv)
@@ -176,7 +176,7 @@ class RecordingEnv(FormEnv):
 
 def test_env_miniwob_reaches_the_miniwob_backend_and_no_other(monkeypatch) -> None:
     from admire.config import load_config
-    from admire.rl.trainer import make_envs
+    from admire.envs.building import make_envs
 
     monkeypatch.setitem(ENVS, "miniwob", RecordingEnv)
     monkeypatch.setitem(ENVS, "fake-b", RecordingEnv)

@@ -318,8 +318,8 @@ class ClickTestOracle:
 
 @pytest.mark.browser
 def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float) -> None:
+    from admire.envs.building import make_envs
     from admire.rl.rollout import collect, group_requests
-    from admire.rl.trainer import make_envs
 
     cfg = load_config(overrides=["env.executor=ray", "env.max_envs=[1]", "env.ray.num_cpus_per_env=0.25",
                                  "env.miniwob.settle=wall"])
@@ -339,7 +339,7 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
 
 
 def test_make_envs_rejects_an_unknown_executor() -> None:
-    from admire.rl.trainer import make_envs
+    from admire.envs.building import make_envs
 
     with ExitStack() as stack, pytest.raises(ValueError, match=r"env\.executor must be 'local' or 'ray', got 'k8s'"):
         make_envs(load_config(overrides=["env.executor=k8s"]), stack)

@@ -251,8 +251,8 @@ def test_rollouts_over_a_remote_env_rerun_an_episode_whose_device_crashed() -> N
 def test_the_trainers_make_envs_drives_a_real_miniwob_device_through_the_server() -> None:
     from omegaconf import OmegaConf
 
+    from admire.envs.building import make_envs
     from admire.envs.miniwob import MiniWoBEnv
-    from admire.rl.trainer import make_envs
     from tests.support.server_helpers import OraclePolicy
 
     devices = RecordingFactory(lambda: MiniWoBEnv(max_steps=10))

@@ -331,7 +331,7 @@ def test_rollback_forgets_later_writes_and_keeps_earlier_ones(tmp_path) -> None:
     bank.close()
 
 
-# -- issue 13: never write into a file the bank did not create; imported numbers checked -----------------
+# -- never write into a file the bank did not create; imported numbers checked --------------------------
 
 
 def foreign_sqlite(path: Path) -> bytes:
@@ -451,7 +451,7 @@ def test_an_import_that_fails_half_way_leaves_the_bank_as_it_was(bank: Milestone
 
 
 def test_stored_values_no_check_would_allow_are_read_not_fatal(tmp_path: Path) -> None:
-    """A bank written before issue 13 (or edited by hand) may hold 1e300, NaN or broken JSON: readers cope."""
+    """A bank written by an older version (or edited by hand) may hold 1e300, NaN or broken JSON: readers cope."""
     path = tmp_path / "bank.sqlite"
     with MilestoneBank(path) as bank:
         bank.put("k", ["a"], provenance())

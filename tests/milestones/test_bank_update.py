@@ -207,7 +207,7 @@ def test_an_unknown_update_rule_is_refused(bank: MilestoneBank) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Issue 11, failure 2: slotting before collapsing merged distinct checkpoints
+# Slotting before collapsing merged distinct checkpoints (docs/decisions.md#d2)
 # --------------------------------------------------------------------------------------------------
 
 BOXES_GOAL = "Select fzzqo, NYYyS82, Hwe and click Submit."
@@ -221,7 +221,7 @@ def tick(labels: Sequence[str], tid: str = "boxes", goal: str = BOXES_GOAL) -> T
                       outcome=1.0, termination=Termination.SUCCESS)
 
 
-def test_failure_2_slotting_then_collapsing_merged_three_checkboxes_into_one() -> None:
+def test_slotting_before_collapsing_would_merge_three_checkboxes_into_one() -> None:
     # The first implementation's order, kept here as the reproduction: slot, then collapse.
     raw = HeuristicGenerator().initialise(tick(["fzzqo", "NYYyS82", "Hwe"]))
     values = extract_slot_values(BOXES_GOAL)
@@ -234,7 +234,7 @@ def test_failure_2_slotting_then_collapsing_merged_three_checkboxes_into_one() -
     ("task", ["checked the '<value>' checkbox"] * 3),
     ("skeleton", ["checked the '<v1>' checkbox", "checked the '<v2>' checkbox", "checked the '<v3>' checkbox"]),
 ])
-def test_failure_2_is_gone_three_checkboxes_stay_three_checkpoints(bank: MilestoneBank, key: str,
+def test_three_checkboxes_stay_three_checkpoints(bank: MilestoneBank, key: str,
                                                                    boxes: list[str]) -> None:
     [change] = update_bank(bank, [tick(["fzzqo", "NYYyS82", "Hwe"])], HeuristicGenerator(), key=key)
     assert change.after.milestones == (*boxes, "clicked the 'Submit' button")  # type: ignore[union-attr]
@@ -249,11 +249,11 @@ def test_slot_phrases_collapses_raw_repeats_only() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Issue 11, failure 3: a degenerate first success was permanent
+# A degenerate first success was permanent (docs/decisions.md#d3)
 # --------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rule", ["common", "shorter"])
-def test_failure_3_a_degenerate_success_stores_nothing(bank: MilestoneBank, rule: str) -> None:
+def test_a_degenerate_success_stores_nothing(bank: MilestoneBank, rule: str) -> None:
     nothing = tick([], tid="nothing", goal="Select nothing and click Submit.")
     [change] = update_bank(bank, [nothing], HeuristicGenerator(), key="task", rule=rule)
     assert change.kind == "skipped" and "at least 2" in change.reason
@@ -262,7 +262,7 @@ def test_failure_3_a_degenerate_success_stores_nothing(bank: MilestoneBank, rule
     assert later.kind == "init" and len(later.after.milestones) == 3  # type: ignore[union-attr]
 
 
-def test_failure_3_a_stored_degenerate_list_is_frozen_under_shorter_and_replaced_under_common(
+def test_a_stored_degenerate_list_is_frozen_under_shorter_and_replaced_under_common(
         bank: MilestoneBank) -> None:
     # A K = 1 list as the first implementation stored it ("select nothing, click Submit").
     bank.put("miniwob/click-checkboxes", ["clicked the 'Submit' button"], MANUAL)
@@ -276,7 +276,7 @@ def test_failure_3_a_stored_degenerate_list_is_frozen_under_shorter_and_replaced
                                        "checked the '<value>' checkbox", "clicked the 'Submit' button")
 
 
-def test_failure_3_common_updates_converge_on_what_every_success_passes_through(bank: MilestoneBank) -> None:
+def test_common_updates_converge_on_what_every_success_passes_through(bank: MilestoneBank) -> None:
     # Two successes of equal length, each with its own detour: "shorter" keeps the first detour forever;
     # "common" drops both detours (slotted comparison: the values differ between instances).
     first = login("first", detour=1)  # clicks 'Remember me' after the username

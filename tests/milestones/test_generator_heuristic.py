@@ -138,7 +138,7 @@ def test_evenly_spaced_keeps_short_lists_and_handles_a_limit_of_one() -> None:
 
 
 def test_a_success_with_fewer_than_two_checkpoints_gives_no_list() -> None:
-    # Issue 11, failure 3: "select nothing, click Submit" is one checkpoint; K = 1 would pay a failure
+    # docs/decisions.md#d3: "select nothing, click Submit" is one checkpoint; K = 1 would pay a failure
     # k/K = 1 for submitting at once, so the heuristic gives no list (the bank stores nothing).
     degenerate = trajectory([click(0, SUBMIT)])
     assert checkpoint_phrases(degenerate) == ["clicked the 'Submit' button"]

@@ -209,7 +209,7 @@ def test_importing_the_method_does_not_import_torch() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# -- grounded matching: the signature gate (failure mode 1 of issue 11) ----------------------------
+# -- grounded matching: the signature gate (docs/decisions.md#d1) ---------------------------------
 
 USER_MS = "typed \"<v1>\" into the 'Username' field"
 PASS_MS = "typed \"<v2>\" into the 'Password' field"
@@ -500,7 +500,7 @@ def test_minilm_from_a_local_directory_equals_the_package_model(minilm: Matcher)
 
 
 def test_minilm_alone_lets_a_swapped_login_hit_every_milestone_and_grounded_does_not(minilm: Matcher) -> None:
-    """Failure mode 1 of issue 11, with the real encoder: the false hits, then the fix."""
+    """Why matching is grounded (docs/decisions.md#d1), with the real encoder: the false hits, then the fix."""
     values = positional_values(LOGIN_GOAL)
     milestones = [apply_slots(text, values, positional=True) for text in login_steps("karrie", "9Ht")]
     assert milestones == [USER_MS, PASS_MS, LOGIN_MS]

@@ -182,7 +182,7 @@ def test_dapo_step_drops_groups_whose_rewards_all_tie():
 
 
 # --------------------------------------------------------------------------------------------------
-# Normalisation options (issue 11, failure 4)
+# Normalisation options (docs/decisions.md#d4)
 # --------------------------------------------------------------------------------------------------
 
 def _all_fail_group(lam: float) -> list[GroupSample]:
@@ -193,7 +193,7 @@ def _all_fail_group(lam: float) -> list[GroupSample]:
     return [sample(lam * hit, 0.0, 0.0, 0.0, 0.0)] + [sample(0.0, 0.0, 0.0, 0.0, 0.0) for _ in range(3)]
 
 
-def test_failure_4_the_z_score_cancels_lambda_in_an_all_fail_group():
+def test_without_a_floor_the_z_score_cancels_lambda_in_an_all_fail_group():
     # λ(59) = 0.3·0.9^59 ≈ 0.000599. Pooled: one value x among 20, others 0. mean x/20, std
     # x·√(1/20·19/20) = 0.21794·x, so A(hit) = 0.95/0.21794 = 4.3589 and A(others) = −0.05/0.21794
     # = −0.22942 — whatever x is: λ has no effect (the paper's reading, std_floor 0). At epoch 59 the ε of
@@ -208,7 +208,7 @@ def test_failure_4_the_z_score_cancels_lambda_in_an_all_fail_group():
     assert late.advantages[0][0] == pytest.approx(early.advantages[0][0], rel=2e-2)  # type: ignore[index]
 
 
-def test_failure_4_is_gone_with_the_shipped_std_floor():
+def test_the_shipped_std_floor_lets_lambda_shrink_an_all_fail_group():
     # std_floor 0.1: the group's std 0.21794·x is below it for x = λ·0.78333 ≤ 0.235, so A = (R − mean)/0.1.
     # Epoch 59: x = 0.000599·0.78333 = 0.000469 → A(hit) = 0.95·0.000469/0.1 = 0.0045; others −0.00023.
     # Epoch 0: x = 0.235 → A(hit) = 0.95·0.235/0.1 = 2.23. The ratio of the two is λ(59)/λ(0) = 0.9^59.

@@ -33,9 +33,10 @@ from admire.milestones.update import update_bank
 from admire.rewards import RewardConfig, score_batch
 from admire.rl.ppo import PPOConfig, ppo_update
 from admire.rl.rollout import RolloutStats, collect, group_requests
+from admire.rl.samples import build_samples
 from admire.rl.scoring import build_matcher
-from admire.rl.trainer import build_samples, checkpoint_state, restore
 from admire.runs import RunDir
+from admire.train_state import checkpoint_state, restore
 from admire.types import Observation, Step, Task
 from tests.support.models import tiny_qwen2_5_vl_dir, tiny_qwen2_dir  # noqa: F401
 
@@ -118,7 +119,7 @@ def test_the_lm_policy_acts_on_a_real_page_is_scored_and_trained_per_token_and_r
 
     # 4. The trainer's checkpoint (safetensors + JSON) restores the adapter exactly in a fresh policy.
     run = RunDir(tmp_path / "run").create()
-    from admire.rl.trainer import TrainState
+    from admire.train_state import TrainState
 
     run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=1), {}), 0)
     fresh = LMPolicy(path=str(tiny_qwen2_5_vl_dir), max_new_tokens=24, lora=LORA, seed=0)
@@ -222,7 +223,7 @@ def test_a_text_model_trains_through_the_cached_rollout_on_a_two_step_task_with_
     assert after > likelihoods[0]  # two updates made the first right answer more likely
 
     run = RunDir(tmp_path / "run").create()
-    from admire.rl.trainer import TrainState
+    from admire.train_state import TrainState
 
     run.save_checkpoint(checkpoint_state(policy, optimizer, bank, random.Random(0), TrainState(epoch=2), {}), 1)
     fresh = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=24, lora=LORA, seed=0)

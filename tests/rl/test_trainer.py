@@ -17,7 +17,7 @@ import torch
 from admire.cli import main
 from admire.config import load_run_config
 from admire.milestones.bank import MilestoneBank
-from admire.rl.trainer import build_policy
+from admire.rl.builders import build_policy
 from admire.runs import RunDir
 from admire.tracking import read_metrics
 from tests.support.models import tiny_qwen2_5_vl_dir  # noqa: F401

@@ -1,7 +1,7 @@
 """The trainer's wiring, on fakes: a seeded form env registered as a backend, a tiny trainable policy
 registered as a policy, and a trigram encoder for the matcher — no Chromium, no MiniLM, seconds per run.
 
-Each wiring test names the mutation of the trainer it kills (issue 11, failure 8): the bank updated after
+Each wiring test names the mutation of the trainer it kills (docs/decisions.md#d8): the bank updated after
 scoring, λ(e) frozen at epoch 0, the PPO loss sign flipped, advantage groups keyed by task only.
 """
 
@@ -22,7 +22,10 @@ from admire.envs.base import ENVS
 from admire.envs.suites import get_suite
 from admire.judge import LLMJudge
 from admire.rl.advantages import DAPO_CLIP_HIGH
-from admire.rl.trainer import build_judge, build_samples, check_config, ppo_config, train
+from admire.rl.builders import check_config, ppo_config
+from admire.rl.samples import build_samples
+from admire.rl.scoring import build_judge
+from admire.rl.trainer import train
 from admire.runs import RunDir
 from admire.tracking import read_metrics
 from admire.types import Observation, RewardBreakdown, Step, Task, Termination, Trajectory
@@ -134,7 +137,7 @@ def test_the_dom_policy_trains_with_an_injected_encoder(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Mutations of the loop (issue 11, failure 8)
+# Mutations of the loop (docs/decisions.md#d8)
 # --------------------------------------------------------------------------------------------------
 
 def test_the_bank_is_updated_from_a_batch_before_the_batch_is_scored(tmp_path: Path) -> None:
@@ -292,7 +295,7 @@ def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     # No browser can start: every episode is an env error. Checkpointing that epoch would skip it on resume.
     from admire.envs.base import EnvCrashed
-    from admire.rl.trainer import NoUsableEpisodes
+    from admire.rl.evaluation import NoUsableEpisodes
 
     class NoBrowser(SeededFormEnv):
         def reset(self, task: Task) -> Observation:

@@ -1,4 +1,4 @@
-"""Hostile-input probes of the ``admire`` CLI, as rows of a table (issue 13).
+"""Hostile-input probes of the ``admire`` CLI, as rows of a table.
 
 A probe is what a careless or hostile user types: a command line, and the files it finds in its
 working directory. Every probe must end the same way — the exit code it names, one ``admire <command>:
@@ -36,7 +36,7 @@ class CliProbe:
     message: str = ""
     setup: Setup | None = None
     held: bool = False
-    """True for a probe that already held before issue 13: kept so it keeps holding."""
+    """True for a probe that held before its row's fix was needed: kept so it keeps holding."""
     unchanged: bool = True
     """False when the command is expected to write (a probe of a command that succeeds)."""
     ignore: tuple[str, ...] = field(default_factory=tuple)

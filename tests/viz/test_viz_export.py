@@ -81,7 +81,7 @@ def test_admire_viz_refuses_a_missing_run_and_bad_options(tmp_path, run, capsys)
     assert main(["viz", str(run.path), "--no-score", "--port", "70000"]) == 2
 
 
-# -- issue 13: the export writes one new file or replaces a previous export, nothing else ----------------
+# -- the export writes one new file or replaces a previous export, nothing else ----------------
 
 
 def test_an_export_replaces_a_previous_export(run, tmp_path, capsys):

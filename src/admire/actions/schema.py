@@ -23,7 +23,7 @@ ACTION_KEYS = tuple(Action.model_fields)
 MAX_TEXT_CHARS = 2000
 """Longest ``text`` of an ``input_text`` or ``answer``. MiniWoB++ types about 2 ms a character (measured:
 2000 characters in 4 s, 4000 in 8 s on a loaded 2-core machine), so an unbounded text kept a device
-busy for minutes and then killed it (issue 13: 60 KB, 60 s). The longest texts real tasks need (a
+busy for minutes and then killed it (60 KB took 60 s; docs/decisions.md#d9). The longest texts real tasks need (a
 note, a message, an address) are a few hundred characters; 2000 leaves room and types in seconds,
 far inside the server's call timeout."""
 MAX_APP_NAME_CHARS = 100

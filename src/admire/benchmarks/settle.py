@@ -14,7 +14,7 @@ Printed:
   outcome, and how many in their action sequence; and success per pass.
 
 Policies: ``dom`` (the untrained dom policy with its hand-set prior, ``prior_strength=1``, greedy: a
-policy that acts on whatever it sees, like the held-out evaluation of issue 13) or ``oracle`` (the
+policy that acts on whatever it sees, like a held-out evaluation) or ``oracle`` (the
 scripted oracles, which wait for what they expect and so mostly hide the problem).
 
 Usage: ``admire bench settle [--policy dom] [--tasks use-autocomplete,click-tab-2,...] [--seeds 10]``;

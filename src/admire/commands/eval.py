@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.progress import progress_bar
     from admire.report import print_evaluation
-    from admire.rl.trainer import NoUsableEpisodes, evaluate_policy, policy_from_checkpoint
+    from admire.rl.builders import policy_from_checkpoint
+    from admire.rl.evaluation import NoUsableEpisodes, evaluate_policy
 
     path = Path(args.checkpoint)
     try:
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace, path: Path) -> DictConfig:
     """The run's config (or the default one) with the arguments applied, validated by the schema."""
     from admire.config import load_config, load_run_config
-    from admire.rl.trainer import check_config
+    from admire.rl.builders import check_config
 
     if not path.exists():
         raise FileNotFoundError(f"--checkpoint: no such file or folder {path}; give a run directory (runs/<name>) "

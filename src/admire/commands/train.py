@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
 
     from admire.config import load_config
     from admire.report import print_summary
-    from admire.rl.trainer import NoUsableEpisodes, check_config, train
+    from admire.rl.builders import check_config
+    from admire.rl.evaluation import NoUsableEpisodes
+    from admire.rl.trainer import train
     from admire.runs import RunDir, atomic_write_text
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -207,7 +209,7 @@ def stop_process_group(process: Any, grace_s: float = 30.0) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Run directories: never reused by accident (issue 13)
+# Run directories: never reused by accident (docs/decisions.md#d10)
 # --------------------------------------------------------------------------------------------------
 
 def refuse_existing(cfg: Any) -> None:
@@ -224,7 +226,7 @@ def check_files(cfg: Any, *, fresh: bool) -> None:
     the milestones a static run freezes (a resumed run has them in its bank already)."""
     model_path = cfg.actor_rollout_ref.model.path
     if model_path:
-        from admire.rl.trainer import takes_path
+        from admire.rl.builders import takes_path
 
         if takes_path(str(cfg.actor_rollout_ref.model.name)):  # a model directory (lm), which the policy loads
             if not (Path(str(model_path)) / "config.json").is_file():
@@ -236,7 +238,7 @@ def check_files(cfg: Any, *, fresh: bool) -> None:
                          "checkpoint to start from, or null for a fresh policy")
     if model_path:  # a pickle or a broken file: refused (never unpickled) before a run folder is made
         from admire.checkpoints import CheckpointError, check_weight_types, load_policy
-        from admire.rl.trainer import build_policy
+        from admire.rl.builders import build_policy
 
         try:
             check_weight_types(build_policy(cfg).state_dict(), load_policy(str(model_path)), model_path)
@@ -295,7 +297,7 @@ def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any
 
     from admire.config import load_run_config
     from admire.config_schema import check_resume_overrides
-    from admire.rl.trainer import check_config
+    from admire.rl.builders import check_config
     from admire.runs import RunDir
 
     if not resume.strip():
@@ -400,7 +402,7 @@ def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> None:
     """The checkpoint's epoch and counters are possible (``TrainState`` checks them), before the resume cuts
     ``metrics.jsonl`` back to that epoch: a negative epoch emptied it, one of 10^30 exhausted the memory."""
     from admire.checkpoints import CheckpointError
-    from admire.rl.trainer import TrainState
+    from admire.train_state import TrainState
 
     state = checkpoint.get("state")
     try:

@@ -559,6 +559,13 @@ class AndroidSettings:
                                     boot_timeout_s=self.boot_timeout_s)
 
 
+def device_pool(section: Mapping[str, Any], count: int, build: Callable[..., GuiEnv]) -> AndroidDeviceFactory:
+    """The ``android_world`` backend's device pool (``admire.envs.base.DEVICE_POOLS``): ``env.android_world``
+    checked for ``count`` envs, one emulator each (docs/android.md), then the factory that gives each env the
+    next free emulator."""
+    return AndroidSettings.parse(devices=count, names=CONFIG_NAMES, **section).factory(build)
+
+
 def _port_list(value: str | int | Sequence[int], what: str, *, console: bool) -> list[int]:
     if isinstance(value, str | int):
         return console_ports(str(value), what) if console else parse_ports(str(value), what)
@@ -585,6 +592,7 @@ __all__ = [
     "check_launcher_importable",
     "console_ports",
     "default_console_ports",
+    "device_pool",
     "parse_ports",
     "port_pairs",
     "resolve_adb",

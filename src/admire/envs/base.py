@@ -12,7 +12,7 @@ module imports no implementation (no browser, no HTTP client); third-party backe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -74,6 +74,19 @@ ENVS: Registry[EnvFactory] = Registry(
         "gym": "admire.envs.gym:GymBackend",  # a Gymnasium text env as a backend (the `gym` extra)
         "android_world": "admire.envs.android_world:AndroidWorldEnv",  # AndroidWorld emulators (the `android` extra)
     },
+)
+
+
+DevicePool = Callable[[Mapping[str, Any], int, Callable[..., GuiEnv]], Callable[[], GuiEnv]]
+"""A backend whose every env needs a device of its own (an emulator on its ports): called with the backend's
+config section (``env.<backend>``), how many envs may exist at once and the backend's factory with its other
+options bound, it checks the section at once (a ``ValueError`` naming the key) and returns a factory whose
+every call builds one env on the next free device. ``admire.envs.building`` builds such a backend's envs
+through it, wherever ``env.executor`` would have run the others."""
+DEVICE_POOLS: Registry[DevicePool] = Registry(
+    "device pool",
+    group="admire.device_pools",
+    builtins={"android_world": "admire.envs.android_devices:device_pool"},
 )
 
 

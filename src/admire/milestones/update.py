@@ -11,7 +11,7 @@ owns the key, hence the slot scheme (``slots.slot_scheme``: none for instruction
 for task keys, positional ``<v1>``… for skeleton keys). Every list is prepared the same way before it
 is stored — blank phrases dropped, whitespace normalised, consecutive repeats collapsed on the *raw*
 phrases, then slotted — and must keep K ≥ ``MIN_MILESTONES``. Collapsing after slotting would merge
-"checked the 'A' checkbox", "checked the 'B' checkbox" into one checkpoint (issue 11, failure 2). An
+"checked the 'A' checkbox", "checked the 'B' checkbox" into one checkpoint (docs/decisions.md#d2). An
 update hands Φ the same preparation as a ``slot`` function, so the heuristic compares its candidate
 with the stored list in slotted space (``merge_milestones``).
 

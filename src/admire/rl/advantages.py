@@ -20,30 +20,9 @@ Normalisation options (keyword options of every built-in estimator, passed by ``
   group in which no trajectory succeeded. ``"zero"``: A = R/scale there, so a failed group's milestone
   hits are pushed up and its other steps are left alone rather than pushed down.
 
-Why a zero baseline for failed groups (measured, docs/results.md): in a group where every trajectory
-failed, the scaffold pays the steps that hit a milestone and nothing else; centring on the mean turns
-every other step negative, including the action that ended the episode (a Submit pressed before the
-boxes were ticked). Nothing in a failed group says those actions were wrong — the outcome-only reward
-gives them 0 — but a policy shared across tasks learns from hundreds of them that pressing a button is
-bad. On miniwob-demo seed 2 ADMIRE's policy stopped pressing any button on every task between epochs
-16 and 19 (login-user, enter-password: 80/80 episodes with a button press under outcome-only in epochs
-20-59, 0/80 under ADMIRE) and stayed at 17% training success. The hits still carry the signal; what is
-dropped is the push-down that had no evidence behind it.
-
-Why a floor (issue 11, failure 4): dividing by the group's own std makes the advantages of a group
-scale-free. In a group whose outcomes tie (all fail), the only differences are λ(e)·R_mil, and the
-z-score divides λ(e) away again — at epoch 59, λ = 0.3·0.9^59 ≈ 0.0006, an all-fail group still gets
-advantages of ±1…3 from milestone noise, as strong as at epoch 0. With a floor, a group whose spread is
-below it is divided by the floor instead, so its advantages shrink with λ(e), as method.md §4 intends.
-
-``SHIPPED_STD_FLOOR`` = 0.1, from the reward scale. The outcome is 0/1, so in a group where outcomes
-differ the step-pooled spread is at least about √(p(1−p)) with p the successes' share of the pooled
-steps: 0.5 for an even split, 0.12 for one 2-step success among seven 20-step failures (p = 2/142) —
-above 0.1, so such groups are normalised exactly as in the paper. The milestone term is λ(e)·R_mil
-with λ ≤ 0.3 and R_mil ∈ [0, 1.5] (k/K + ζ·r ≤ 1 + 0.5), so an all-fail group at epoch 0 has a spread
-of a few hundredths up to ~0.2 — advantages of order 1 while the shaping is strong — and the spread
-shrinks with λ(e), taking the advantages with it: at λ = 0.0006 they are ~0.001–0.005. The floor also
-caps how much any reward difference is amplified, at 1/0.1 = 10×.
+Why these options exist, with what was measured: docs/decisions.md#d4
+(``std_floor``; ``SHIPPED_STD_FLOOR`` = 0.1 follows from the 0/1 reward scale) and
+docs/decisions.md#d5 (``failed_baseline``).
 """
 
 from __future__ import annotations

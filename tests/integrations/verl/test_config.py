@@ -1,4 +1,4 @@
-"""``trainer.backend=verl``: verl's configuration composed from this project's keys (issue 15). Every key the
+"""``trainer.backend=verl``: verl's configuration composed from this project's keys. Every key the
 composition sets is checked against verl's own generated config and composed by Hydra exactly as
 ``verl.trainer.main_ppo`` does, with verl's own ``validate_config``; the command refuses a machine without a
 rollout engine or GPU in one line before anything is written, and ``--dry-run`` prints the command on CPU."""
@@ -30,7 +30,7 @@ from admire.integrations.verl.config import (
     verl_overrides,
     write_inputs,
 )
-from admire.rl.trainer import check_config
+from admire.rl.builders import check_config
 from tests.support.paths import REPO
 
 

@@ -208,7 +208,7 @@ class EnvPool:
                 raise RuntimeError("this env pool is closed")
             if self.envs:
                 return
-            from admire.rl.trainer import make_envs  # the trainer module imports torch: only when envs are built
+            from admire.envs.building import make_envs
 
             envs = make_envs(OmegaConf.create({"env": self.env_section}), self._stack)
             self._threads = ThreadPoolExecutor(max_workers=len(envs), thread_name_prefix="admire-env")

@@ -45,7 +45,7 @@ from admire.types import Trajectory  # noqa: E402
 
 STEP_FIELDS: tuple[str, ...] = ("uid", "admire_traj_id", "admire_step", "admire_num_steps", "admire_excluded",
                                 "admire_trajectory")
-"""The non-tensor fields of a stepwise sample this step reads (the shared contract of issue 15)."""
+"""The non-tensor fields of a stepwise sample this step reads (its contract with the agent loop and trainer)."""
 BANK_VERSIONS_FILE = "verl_bank_versions.json"
 """In the run directory: the bank version at each verl checkpoint (global step → version), so that a
 resumed run drops the lists written after its checkpoint, as the CPU trainer's ``restore`` does."""

@@ -1,0 +1,248 @@
+"""What a training run is built from, read from its config: the policy, its reference, the PPO settings and
+the loop's own keys, each checked before anything is built (``check_config``).
+
+The CPU trainer (``admire.rl.trainer``), ``admire eval`` and the probes build through here, so a policy is
+made the same way wherever it runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import os
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from admire.agent.base import Decision, check_finite_weights, make_policy
+from admire.checkpoints import check_weight_types
+from admire.config import LEGACY_DEFAULTS
+from admire.embeddings import Encoder
+from admire.envs.building import check_device_pools
+from admire.rewards import RewardConfig
+from admire.rl.ppo import PPOConfig
+from admire.rl.scoring import judge_section
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The loop's keys that runs written before them lack, with the defaults they ran with (so an older run's
+    ``config.yaml`` still resumes, and behaves as it did)."""
+
+    instances_per_task: int | None = None
+    total_env_steps: int | None = None
+    advantage_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> LoopSettings:
+        instances = _optional_int(cfg, "env.train_instances_per_task")
+        budget = _optional_int(cfg, "trainer.total_env_steps")
+        for key, value in (("env.train_instances_per_task", instances), ("trainer.total_env_steps", budget)):
+            if value is not None and value < 1:
+                raise ValueError(f"{key} must be a positive integer or null, got {value}")
+        options = {"norm_by_std": bool(_legacy(cfg, "algorithm.norm_adv_by_std_in_grpo")),
+                   "std_floor": float(_legacy(cfg, "algorithm.std_floor")),
+                   "failed_baseline": str(_legacy(cfg, "algorithm.failed_group_baseline"))}
+        return cls(instances_per_task=instances, total_env_steps=budget, advantage_options=options)
+
+
+def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
+    """Refuse, with one line, what would only fail later in the run (``admire train`` calls it before it
+    makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring. The typed
+    schema (``admire.config_schema``) checks every key first; the components' own checks follow."""
+    from admire.config_schema import validate_config
+
+    validate_config(cfg)
+    RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    LoopSettings.from_config(cfg)
+    ppo_config(cfg)
+    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
+    assert isinstance(model, dict)
+    policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
+    if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
+        judge_section(cfg)
+    check_device_pools(cfg)  # adb, the launcher and one emulator per env, before a run dir is made
+
+
+def ppo_config(cfg: DictConfig) -> PPOConfig:
+    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``max_kl``, ``entropy_coef`` optional)."""
+    actor = cfg.actor_rollout_ref.actor
+    target_kl = _legacy(cfg, "actor_rollout_ref.actor.target_kl")
+    max_kl = _legacy(cfg, "actor_rollout_ref.actor.max_kl")
+    micro = _legacy(cfg, "actor_rollout_ref.actor.ppo_max_answer_tokens")
+    return PPOConfig(
+        epochs=int(actor.ppo_epochs),
+        minibatch_size=int(actor.ppo_mini_batch_size),
+        clip_low=float(actor.clip_ratio_low),
+        clip_high=float(actor.clip_ratio_high),
+        kl_coef=float(actor.kl_coef),
+        max_grad_norm=float(actor.max_grad_norm),
+        entropy_coef=float(_legacy(cfg, "actor_rollout_ref.actor.entropy_coef")),
+        target_kl=None if target_kl is None else float(target_kl),
+        max_kl=None if max_kl is None else float(max_kl),
+        max_answer_tokens=None if micro is None else int(micro),
+    )
+
+
+LOSS_AGG_MODES: dict[str, str] = {
+    "token-mean": "token_mean", "seq-mean-token-mean": "seq_mean", "seq-mean-token-sum": "seq_mean_token_sum",
+}
+"""verl's ``actor.loss_agg_mode`` names → ``ppo_update``'s ``loss_agg``."""
+
+
+def ppo_cfg_loss_agg(cfg: DictConfig, hint: str) -> str:
+    """``actor_rollout_ref.actor.loss_agg_mode`` when set (verl's names), else the estimator's hint
+    (``dapo_step``: token mean; the others: each step's tokens averaged, then the steps)."""
+    mode = _legacy(cfg, "actor_rollout_ref.actor.loss_agg_mode")
+    return hint if mode is None else LOSS_AGG_MODES[str(mode)]
+
+
+def _legacy(cfg: DictConfig, key: str) -> Any:
+    """``key``, or the value a run written before it existed behaved with (``config.LEGACY_DEFAULTS``)."""
+    return OmegaConf.select(cfg, key, default=LEGACY_DEFAULTS[key])
+
+
+def _optional_int(cfg: DictConfig, key: str) -> int | None:
+    value = OmegaConf.select(cfg, key, default=None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be a positive integer or null, got {value!r}")
+    return value
+
+
+def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
+    """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options
+    (and ``encoder``, when given, as the sentence encoder of a policy that takes one).
+
+    ``model.path`` goes to a policy whose factory takes a ``path`` (``lm``: a local Hugging Face
+    directory, verl's meaning of the key); for one that does not (``dom``) it names a checkpoint whose
+    weights the trainer loads into it."""
+    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
+    assert isinstance(model, dict)
+    name = str(model["name"])
+    options = policy_options(name, {k: v for k, v in model.items() if k not in ("name", "path")})
+    if takes_path(name) and model.get("path"):
+        options["path"] = str(model["path"])
+    if encoder is not None:
+        options["encoder"] = encoder
+    return make_policy(name, seed=int(cfg.run.seed), **options)
+
+
+def initial_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
+    """``build_policy``, then, for a policy that does not read ``model.path`` itself (``dom``), the weights of
+    the checkpoint it names: the policy a new run starts from."""
+    policy = build_policy(cfg, encoder=encoder)
+    path = cfg.actor_rollout_ref.model.path
+    if path and not takes_path(str(cfg.actor_rollout_ref.model.name)):
+        weights = load_policy_weights(Path(path))
+        check_weight_types(policy.state_dict(), weights, path)
+        policy.load_state_dict(weights)
+        check_finite_weights(policy, f"the checkpoint {path}")
+    return policy
+
+
+def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` the policy ``name`` takes. The shipped config's model section holds the ``dom`` policy's
+    keys (``hidden_size``, ``prior_strength``, ``encoder``): for a policy that does not take one, a key left
+    at its shipped value is dropped; one set to anything else is an error naming the policy's options."""
+    from admire.config import load_config
+
+    parameters = _factory_parameters(name)
+    if parameters is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(options)
+    shipped = OmegaConf.to_container(load_config().actor_rollout_ref.model, resolve=True)
+    assert isinstance(shipped, dict)
+    taken = {k: v for k, v in options.items() if k in parameters}
+    foreign = sorted(k for k, v in options.items() if k not in parameters and shipped.get(k, object()) != v)
+    if foreign:
+        known = ", ".join(p for p in parameters if p not in ("seed", "path", "encoder"))
+        raise ValueError(f"actor_rollout_ref.model.{foreign[0]} is not an option of the {name!r} policy; "
+                         f"its options: {known}")
+    return taken
+
+
+def takes_path(name: str) -> bool:
+    """Whether the policy ``name``'s factory takes ``path`` (a model directory) itself."""
+    return "path" in (_factory_parameters(name) or {})
+
+
+def _factory_parameters(name: str) -> Mapping[str, inspect.Parameter] | None:
+    """The parameters of the policy ``name``'s factory; None when its signature cannot be read."""
+    from admire.agent.base import POLICIES
+
+    try:
+        return inspect.signature(POLICIES.lookup(name)).parameters
+    except (TypeError, ValueError):
+        return None
+
+
+class _ReferenceView:
+    """The reference model of a policy that keeps it inside itself (LoRA: the adapter switched off),
+    seen as a policy: its log-probs are the policy's under ``policy.reference()``."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def log_prob(self, decisions: Sequence[Decision]) -> torch.Tensor:
+        with self.policy.reference():
+            return self.policy.log_prob(decisions)
+
+    def token_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+        with self.policy.reference():
+            return self.policy.token_log_probs(decisions)
+
+
+def reference_policy(policy: Any) -> Any:
+    """The frozen policy the KL term pulls toward: the policy's own ``reference()`` when it has one (no
+    copy of a language model's weights), else a deep copy taken now."""
+    return _ReferenceView(policy) if callable(getattr(policy, "reference", None)) else copy.deepcopy(policy)
+
+
+def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
+    """The policy of ``cfg`` with the weights of ``checkpoint``, before any browser starts; an unreadable
+    checkpoint or one for another policy is a one-line ``ValueError`` (``CheckpointError`` is one)."""
+    configure_threads(cfg.trainer.threads)
+    seed_everything(int(cfg.run.seed))
+    weights = load_policy_weights(checkpoint)
+    policy = build_policy(cfg)
+    check_weight_types(policy.state_dict(), weights, checkpoint)
+    try:
+        policy.load_state_dict(weights)
+        check_finite_weights(policy, f"the checkpoint {checkpoint}")
+    except (RuntimeError, KeyError, TypeError) as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{checkpoint}: its weights do not fit the policy {cfg.actor_rollout_ref.model.name!r} "
+                         f"({detail}); evaluate it with its run's config (--checkpoint runs/<name>)") from None
+    policy.eval()
+    return policy
+
+
+def load_policy_weights(path: Path) -> dict[str, Any]:
+    """The policy's weights from a run directory (its latest checkpoint), its ``checkpoints/`` folder,
+    ``latest.json`` or one entry (``epoch_XXXX.json`` / ``.safetensors``); never from a pickle: an old
+    ``.pt`` is a ``CheckpointError`` naming the converter (``admire.checkpoints``)."""
+    from admire.checkpoints import load_policy
+
+    return load_policy(path)
+
+
+def configure_threads(setting: Any) -> int:
+    """One torch thread on small machines: two threads under load measured 30× slower on 2 cores."""
+    threads = 1 if setting in (None, "auto") and (os.cpu_count() or 1) <= 4 else setting
+    threads = int(threads) if threads not in (None, "auto") else max(1, (os.cpu_count() or 1) // 2)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
