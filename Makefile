@@ -24,6 +24,7 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check src tests
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: setup
@@ -31,6 +32,7 @@ test-all: setup
 
 lint: setup
 	$(BIN)/ruff check src tests
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/admire bench

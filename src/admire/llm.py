@@ -23,11 +23,9 @@ Endpoint rule for ``base_url`` (documented once here, used everywhere):
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import logging
-import math
 import os
 import random
 import re
@@ -37,8 +35,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from datetime import UTC
 from typing import Any
+
+from admire.retrying import backoff_seconds, retry_after_seconds
 
 logger = logging.getLogger("admire.llm")
 
@@ -78,27 +77,6 @@ def default_base_url(base_url: str | None) -> str | None:
     if base_url is not None and str(base_url).strip():
         return str(base_url)
     return os.environ.get(BASE_URL_ENV, "").strip() or None
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """The wait a ``Retry-After`` header asks for: delay-seconds or an HTTP date; None when absent or
-    unreadable. A date in the past is a wait of 0."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 def _openai_module() -> Any:
@@ -195,9 +173,8 @@ class ChatClient:
         one (None when that is longer than ``max_wait``), else the jittered exponential backoff."""
         if retry_after is not None:
             return retry_after if retry_after <= self.max_wait else None
-        base = self.backoff * 2 ** (attempt - 1)
-        factor = self._random.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter else 1.0
-        return min(base * factor, self.max_wait)
+        return backoff_seconds(attempt - 1, base=self.backoff, cap=self.max_wait,
+                               jitter=(1 - self.jitter, 1 + self.jitter), rng=self._random)
 
     def _api_key(self) -> str:
         return os.environ.get(self.api_key_env or "", "")

@@ -31,7 +31,7 @@ import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 from admire.actions import POINTER_ACTIONS, describe
 from admire.embeddings import DEFAULT_ENCODER
@@ -542,9 +542,11 @@ def _checked_judge_scores(trajectory: Trajectory, scores: Sequence[float] | None
 # --------------------------------------------------------------------------------------------------
 
 class StoredMilestones(Protocol):
-    milestones: tuple[str, ...]
+    @property
+    def milestones(self) -> Sequence[str]: ...
 
 
+@runtime_checkable
 class MilestoneStore(Protocol):
     """Anything with ``get(key)`` returning the stored list or None — ``MilestoneBank`` is one."""
 
@@ -594,7 +596,7 @@ def score_batch(
 def _milestone_lookup(source: MilestoneSource, cfg: RewardConfig) -> Callable[[Trajectory], Sequence[str]]:
     if isinstance(source, Mapping):
         return lambda trajectory: source.get(milestone_key_for(trajectory, cfg), ())
-    if callable(getattr(source, "get", None)):
+    if isinstance(source, MilestoneStore):
         def from_store(trajectory: Trajectory) -> Sequence[str]:
             stored = source.get(milestone_key_for(trajectory, cfg))
             return stored.milestones if stored is not None else ()

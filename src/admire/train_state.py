@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from admire.agent.base import NonFiniteWeights, Policy, check_finite_weights
+from admire.agent.base import NonFiniteWeights, TrainablePolicy, check_finite_weights
 from admire.checkpoints import CheckpointError, check_weight_types
 from admire.milestones.bank import MilestoneBank, MilestoneBankError
 from admire.rl.shared_start import restore_rng
@@ -46,7 +46,8 @@ class TrainState:
 
 
 def checkpoint_state(
-    policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random, state: TrainState,
+    policy: TrainablePolicy, optimizer: torch.optim.Optimizer, bank: MilestoneBank, rng: random.Random,
+    state: TrainState,
     experiment: dict[str, Any],
 ) -> dict[str, Any]:
     """Everything a resumed run needs, as tensors and plain data: ``admire.checkpoints`` stores the tensors
@@ -65,7 +66,7 @@ def checkpoint_state(
 
 
 def restore(
-    checkpoint: dict[str, Any], policy: Policy, optimizer: torch.optim.Optimizer, bank: MilestoneBank,
+    checkpoint: dict[str, Any], policy: TrainablePolicy, optimizer: torch.optim.Optimizer, bank: MilestoneBank,
     rng: random.Random,
 ) -> TrainState:
     """Put everything back as ``checkpoint_state`` took it; a checkpoint that does not fit this policy,

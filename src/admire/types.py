@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError
@@ -42,7 +42,7 @@ class Frozen(BaseModel):
         return type(self).model_validate(_without_lone_surrogates(self.model_dump())).model_dump_json()
 
     @classmethod
-    def from_json(cls, text: str | bytes):
+    def from_json(cls, text: str | bytes) -> Self:
         return cls.model_validate_json(text)
 
 

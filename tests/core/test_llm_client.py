@@ -20,8 +20,8 @@ from admire.llm import (
     chat_completions_url,
     make_chat_client,
     parse_json_answer,
-    retry_after_seconds,
 )
+from admire.retrying import retry_after_seconds
 from tests.support.openai_stub import OpenAIStub, Reply, completion, dropped, error, hang, raw
 
 MESSAGES = [{"role": "user", "content": "Say hi"}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from admire.agent.base import POLICIES, register_policy
-from admire.envs.base import ENVS, register_env
+from admire.envs.base import DEVICE_POOLS, ENVS, register_env
 from admire.envs.executors import EXECUTORS
 from admire.milestones.generator import GENERATORS, register_generator
 from admire.models import MODELS
@@ -28,6 +28,7 @@ def test_what_a_test_registers_replaces_or_removes_is_undone_after_it() -> None:
         register_advantage(NAME)(lambda samples, **_options: None)
         EXECUTORS[NAME] = lambda *args, **kwargs: None
         MODELS[NAME] = None
+        DEVICE_POOLS[NAME] = lambda section, count, build: build
         ENVS[BUILT_IN["env"]] = FormEnv  # replaced
         del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
         assert all(NAME in registry for registry in all_registries())

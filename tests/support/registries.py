@@ -16,9 +16,10 @@ from contextlib import contextmanager
 
 from admire.registry import Registry
 
-# The five registries of ``admire.registry`` (tests/core/test_registries.py checks none is missing).
+# The registries of ``admire.registry`` (tests/core/test_registries.py checks none is missing).
 REGISTRIES = (
     "admire.envs.base:ENVS",
+    "admire.envs.base:DEVICE_POOLS",
     "admire.agent.base:POLICIES",
     "admire.milestones.generator:GENERATORS",
     "admire.rl.advantages:ADVANTAGE_ESTIMATORS",

@@ -11,7 +11,8 @@ or ``register_policy`` (see :mod:`admire.registry`). This module imports no impl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -54,6 +55,93 @@ class Policy(Protocol):
         ...
 
 
+@runtime_checkable
+class TrainablePolicy(Policy, Protocol):
+    """What the CPU trainer, PPO and checkpoints call on a policy they train, beyond ``Policy``: a torch
+    module's parameters, state and mode. Any ``torch.nn.Module`` that implements ``Policy`` has them; a policy
+    is checked once, when it is built (``check_trainable``), not at the first use deep in an update."""
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, torch.nn.Parameter]]: ...
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+
+# The capabilities a trainable policy may add. Each is a protocol, so the trainer asks ``isinstance`` rather
+# than looking for a method by name, and ``python -m admire.agent.check_policy`` reports which a policy has.
+
+@runtime_checkable
+class EntropyPolicy(Protocol):
+    """Log-probs and the entropy of each decision's whole distribution in one pass (``actor.entropy_coef``;
+    without it the entropy is estimated from the sampled actions and only logged)."""
+
+    def log_prob_and_entropy(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@runtime_checkable
+class TokenPolicy(Protocol):
+    """A policy that writes tokens: PPO, the reference KL and the warm start score each answer token."""
+
+    def token_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[N, T]`` per-token log-probs (differentiable) and a ``[N, T]`` float mask, right-padded."""
+        ...
+
+    def token_log_probs_and_entropy(self, decisions: Sequence[Decision]
+                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The same with the per-token entropy ``[N, T]`` of the whole next-token distribution."""
+        ...
+
+
+@runtime_checkable
+class ReferencePolicy(Protocol):
+    """A policy that holds its own reference model (LoRA: the adapter switched off), so the KL term needs
+    no copy of its weights."""
+
+    def reference(self) -> AbstractContextManager[None]: ...
+
+
+@runtime_checkable
+class AdapterPolicy(Protocol):
+    """A policy that trains only part of itself (a LoRA adapter): the optimizer gets these."""
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]: ...
+
+
+CAPABILITIES: dict[str, type] = {"entropy": EntropyPolicy, "tokens": TokenPolicy, "reference": ReferencePolicy,
+                                 "adapter": AdapterPolicy}
+"""The optional protocols, by the name ``check_policy`` reports them under."""
+
+
+def missing_methods(policy: object, protocol: type) -> list[str]:
+    """The methods of ``protocol`` that ``policy`` lacks (empty when it implements the protocol)."""
+    return sorted(name for name in protocol_methods(protocol) if not callable(getattr(policy, name, None)))
+
+
+def protocol_methods(protocol: type) -> list[str]:
+    """The public methods a protocol (and the protocols it extends) declares."""
+    names = {name for klass in protocol.__mro__ if getattr(klass, "_is_protocol", False) and klass is not Protocol
+             for name, value in vars(klass).items() if callable(value) and not name.startswith("_")}
+    return sorted(names)
+
+
+def check_trainable(policy: object, name: str) -> TrainablePolicy:
+    """``policy`` as a ``TrainablePolicy``, or a one-line ``TypeError`` naming what the policy ``name`` lacks."""
+    missing = missing_methods(policy, TrainablePolicy)
+    if missing:
+        raise TypeError(f"the {name!r} policy ({type(policy).__name__}) cannot be trained: it has no "
+                        f"{', '.join(missing)} (a torch.nn.Module implementing act and log_prob has them all); "
+                        f"check it with python -m admire.agent.check_policy {name}")
+    assert isinstance(policy, TrainablePolicy)
+    return policy
+
+
 PolicyFactory = Callable[..., Policy]
 POLICIES: Registry[PolicyFactory] = Registry(
     "policy",
@@ -76,8 +164,7 @@ def make_policy(name: str, **options: Any) -> Policy:
 def trainable_parameters(policy: Any) -> list[Any]:
     """What an optimizer updates: the policy's ``trainable_parameters()`` when it says (LoRA: the
     adapter only), else every parameter."""
-    chosen = getattr(policy, "trainable_parameters", None)
-    return list(chosen()) if callable(chosen) else list(policy.parameters())
+    return list(policy.trainable_parameters()) if isinstance(policy, AdapterPolicy) else list(policy.parameters())
 
 
 

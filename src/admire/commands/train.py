@@ -192,20 +192,45 @@ def train_on_verl(cfg: Any, run_dir: Path, console: Any) -> int:
 
 
 def stop_process_group(process: Any, grace_s: float = 30.0) -> None:
-    """SIGTERM the process's group, then SIGKILL what is left after ``grace_s``."""
+    """SIGTERM the process's group, then SIGKILL what is left after ``grace_s``. The group is stopped when
+    every member is gone, not when its leader is: Ray's workers may outlive the process that started them."""
     import signal
     import subprocess
+    import time
 
     for signum, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(process.pid, signum)
         except ProcessLookupError:
             return
+        deadline = time.monotonic() + wait_s
         try:
             process.wait(timeout=wait_s)
-            return
         except subprocess.TimeoutExpired:
             continue
+        while group_alive(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not group_alive(process.pid):
+            return
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (an exited one waiting to be reaped does not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while the folder was read
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------------------------------

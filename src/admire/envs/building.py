@@ -10,7 +10,7 @@ through the pool, with its own section (``env.android_world``) as the pool's set
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -75,9 +75,9 @@ def make_envs(cfg: DictConfig, stack: ExitStack) -> list[Any]:
     return envs
 
 
-def _section(cfg: DictConfig, name: str) -> Mapping[str, Any]:
+def _section(cfg: DictConfig, name: str) -> dict[str, Any]:
     """``env.<name>`` as a plain dict (empty when the config has none)."""
     section = cfg.env.get(name)
     values = OmegaConf.to_container(section, resolve=True) if section is not None else {}
     assert isinstance(values, dict)
-    return values
+    return {str(key): value for key, value in values.items()}

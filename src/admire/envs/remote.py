@@ -22,7 +22,6 @@ import contextlib
 import json
 import logging
 import os
-import random
 import select
 import socket
 import ssl
@@ -36,6 +35,7 @@ from urllib.parse import urlsplit
 
 from admire.actions import ActionError, validate_action
 from admire.envs.base import EnvCrashed, InvalidAction, StepResult
+from admire.retrying import backoff_seconds, retry_after_seconds
 from admire.types import Action, Observation, Task
 from admire.wire import CLIENT_HEADER, SessionCreated, StepReply
 
@@ -403,7 +403,7 @@ class RemoteEnv:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def _backoff(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
+        return backoff_seconds(attempt, base=self.backoff_s, cap=self.max_backoff_s, jitter=(0.5, 1.0))
 
     def _error(self, reply: Reply, method: str, path: str) -> Exception:
         code, detail = _error_of(reply)
@@ -442,7 +442,6 @@ def _reason(status: int) -> str:
 
 
 def _retry_after(reply: Reply) -> float:
-    try:
-        return max(0.0, float(reply.headers.get("retry-after", "1")))
-    except ValueError:
-        return 1.0
+    """The wait a ``no_capacity`` answer asks for (1 s when it names none or cannot be read)."""
+    seconds = retry_after_seconds(reply.headers.get("retry-after"))
+    return 1.0 if seconds is None else seconds

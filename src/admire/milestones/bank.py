@@ -404,7 +404,7 @@ def _row_to_list(row: Sequence[Any]) -> MilestoneList:
 
 def _int_or(value: object, default: int) -> int:
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)  # type: ignore[call-overload,no-any-return]
     except (TypeError, ValueError, OverflowError):
         return default
 

@@ -192,11 +192,11 @@ class Matcher:
         elif isinstance(encoder, str):
             encoder = make_encoder(encoder)
         self.encoder: Encoder = encoder
-        self.threshold = float(threshold)
+        self.threshold: float = float(threshold)
         self.mode: MatcherMode = mode
-        self.contrast_margin = float(contrast_margin)
-        self.prose_threshold = None if prose_threshold is None else float(prose_threshold)
-        self._store = EmbeddingStore(self.encoder, cache_size)
+        self.contrast_margin: float = float(contrast_margin)
+        self.prose_threshold: float | None = None if prose_threshold is None else float(prose_threshold)
+        self._store: EmbeddingStore = EmbeddingStore(self.encoder, cache_size)
         self.cache_size = cache_size
 
     # -- embeddings ------------------------------------------------------------------------------
@@ -329,11 +329,13 @@ class Matcher:
         """A milestone in prose against one step: the best verdict among the step's descriptions (anchored
         over neutral over conflict), the cosine it is judged by, and whether that clears its bar."""
         verdicts = {text: prose_verdict(parse_signature(text), milestone) for text in alternatives}
-        for verdict, bar in (("anchored", self.prose_threshold), ("neutral", self.threshold)):
+        assert self.prose_threshold is not None, "prose is read only with a prose_threshold (reads_prose)"
+        bars: tuple[tuple[ProseVerdict, float], ...] = (("anchored", self.prose_threshold), ("neutral", self.threshold))
+        for verdict, bar in bars:
             texts = [text for text in alternatives if verdicts[text] == verdict]
             if texts:
                 score = max(scores[text] for text in texts)
-                return verdict, score, score > float(bar)  # type: ignore[arg-type]
+                return verdict, score, score > bar
         return "conflict", max(scores.values()), False
 
 

@@ -181,10 +181,10 @@ def read_prose(text: str) -> ProseReading:
     stems = [stem(token) for token in tokens]
     other_verbs: set[str] = set()
     for i, token in enumerate(tokens):
-        kind = _STEM_KIND.get(stems[i])
-        if kind is not None:
+        stem_kind = _STEM_KIND.get(stems[i])
+        if stem_kind is not None:
             if i not in in_phrase:
-                kinds.add(kind)
+                kinds.add(stem_kind)
         elif ((token.endswith("ed") and len(token) > 4) or token in _IRREGULAR) and i not in in_phrase:
             other_verbs.add(stems[i])
     return ProseReading(

@@ -13,6 +13,7 @@ import inspect
 import os
 import random
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,21 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from admire.agent.base import Decision, check_finite_weights, make_policy
+from admire.agent.base import (
+    Decision,
+    ReferencePolicy,
+    TrainablePolicy,
+    check_finite_weights,
+    check_trainable,
+    make_policy,
+)
 from admire.checkpoints import check_weight_types
 from admire.config import LEGACY_DEFAULTS
+from admire.config_files import plain
 from admire.embeddings import Encoder
 from admire.envs.building import check_device_pools
 from admire.rewards import RewardConfig
-from admire.rl.ppo import PPOConfig
+from admire.rl.ppo import LossAggregation, PPOConfig
 from admire.rl.scoring import judge_section
 
 
@@ -60,11 +69,10 @@ def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
     from admire.config_schema import validate_config
 
     validate_config(cfg)
-    RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    RewardConfig.from_mapping(plain(cfg))
     LoopSettings.from_config(cfg)
     ppo_config(cfg)
-    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
-    assert isinstance(model, dict)
+    model = plain(cfg.actor_rollout_ref.model)
     policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
     if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
         judge_section(cfg)
@@ -91,13 +99,13 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
     )
 
 
-LOSS_AGG_MODES: dict[str, str] = {
+LOSS_AGG_MODES: dict[str, LossAggregation] = {
     "token-mean": "token_mean", "seq-mean-token-mean": "seq_mean", "seq-mean-token-sum": "seq_mean_token_sum",
 }
 """verl's ``actor.loss_agg_mode`` names → ``ppo_update``'s ``loss_agg``."""
 
 
-def ppo_cfg_loss_agg(cfg: DictConfig, hint: str) -> str:
+def ppo_cfg_loss_agg(cfg: DictConfig, hint: LossAggregation) -> LossAggregation:
     """``actor_rollout_ref.actor.loss_agg_mode`` when set (verl's names), else the estimator's hint
     (``dapo_step``: token mean; the others: each step's tokens averaged, then the steps)."""
     mode = _legacy(cfg, "actor_rollout_ref.actor.loss_agg_mode")
@@ -118,25 +126,24 @@ def _optional_int(cfg: DictConfig, key: str) -> int | None:
     return value
 
 
-def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
+def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> TrainablePolicy:
     """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options
     (and ``encoder``, when given, as the sentence encoder of a policy that takes one).
 
     ``model.path`` goes to a policy whose factory takes a ``path`` (``lm``: a local Hugging Face
     directory, verl's meaning of the key); for one that does not (``dom``) it names a checkpoint whose
     weights the trainer loads into it."""
-    model = OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True)
-    assert isinstance(model, dict)
+    model = plain(cfg.actor_rollout_ref.model)
     name = str(model["name"])
     options = policy_options(name, {k: v for k, v in model.items() if k not in ("name", "path")})
     if takes_path(name) and model.get("path"):
         options["path"] = str(model["path"])
     if encoder is not None:
         options["encoder"] = encoder
-    return make_policy(name, seed=int(cfg.run.seed), **options)
+    return check_trainable(make_policy(name, seed=int(cfg.run.seed), **options), name)
 
 
-def initial_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Any:
+def initial_policy(cfg: DictConfig, encoder: Encoder | None = None) -> TrainablePolicy:
     """``build_policy``, then, for a policy that does not read ``model.path`` itself (``dom``), the weights of
     the checkpoint it names: the policy a new run starts from."""
     policy = build_policy(cfg, encoder=encoder)
@@ -158,8 +165,7 @@ def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     parameters = _factory_parameters(name)
     if parameters is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return dict(options)
-    shipped = OmegaConf.to_container(load_config().actor_rollout_ref.model, resolve=True)
-    assert isinstance(shipped, dict)
+    shipped = plain(load_config().actor_rollout_ref.model)
     taken = {k: v for k, v in options.items() if k in parameters}
     foreign = sorted(k for k, v in options.items() if k not in parameters and shipped.get(k, object()) != v)
     if foreign:
@@ -191,19 +197,31 @@ class _ReferenceView:
     def __init__(self, policy: Any) -> None:
         self.policy = policy
 
+    def _reference(self) -> AbstractContextManager[None]:
+        context: AbstractContextManager[None] = self.policy.reference()
+        return context
+
     def log_prob(self, decisions: Sequence[Decision]) -> torch.Tensor:
-        with self.policy.reference():
-            return self.policy.log_prob(decisions)
+        with self._reference():
+            scores: torch.Tensor = self.policy.log_prob(decisions)
+        return scores
 
     def token_log_probs(self, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
-        with self.policy.reference():
-            return self.policy.token_log_probs(decisions)
+        with self._reference():
+            scored: tuple[torch.Tensor, torch.Tensor] = self.policy.token_log_probs(decisions)
+        return scored
+
+    def token_log_probs_and_entropy(self, decisions: Sequence[Decision]
+                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        with self._reference():
+            both: tuple[torch.Tensor, torch.Tensor, torch.Tensor] = self.policy.token_log_probs_and_entropy(decisions)
+        return both
 
 
 def reference_policy(policy: Any) -> Any:
     """The frozen policy the KL term pulls toward: the policy's own ``reference()`` when it has one (no
     copy of a language model's weights), else a deep copy taken now."""
-    return _ReferenceView(policy) if callable(getattr(policy, "reference", None)) else copy.deepcopy(policy)
+    return _ReferenceView(policy) if isinstance(policy, ReferencePolicy) else copy.deepcopy(policy)
 
 
 def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:

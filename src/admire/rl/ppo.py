@@ -38,7 +38,7 @@ from typing import Literal, get_args
 
 import torch
 
-from admire.agent.base import Decision, Policy
+from admire.agent.base import Decision, EntropyPolicy, Policy, TokenPolicy
 
 LossAggregation = Literal["seq_mean", "token_mean", "seq_mean_token_sum"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
@@ -137,8 +137,9 @@ def ppo_update(
         return {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "ref_kl": 0.0, "entropy": 0.0,
                 "grad_norm": 0.0, "minibatches": 0, "epochs_run": 0, "steps_skipped": 0, "backtracks": 0}
     if _token_level(policy, samples):
+        assert isinstance(policy, TokenPolicy) and (reference is None or isinstance(reference, TokenPolicy))
         return _ppo_update_tokens(policy, optimizer, samples, config, rng, reference)
-    if config.entropy_coef > 0 and not hasattr(policy, "log_prob_and_entropy"):
+    if config.entropy_coef > 0 and not isinstance(policy, EntropyPolicy):
         raise ValueError(f"actor.entropy_coef > 0 needs a policy with log_prob_and_entropy(); "
                          f"{type(policy).__name__} has only log_prob()")
     decisions = [s.decision for s in samples]
@@ -191,20 +192,17 @@ def _token_level(policy: Policy, samples: Sequence[Sample]) -> bool:
     if with_tokens != len(samples):
         raise ValueError(f"{with_tokens} of {len(samples)} samples carry token log-probs: a batch is trained "
                          "per token or per step, not both")
-    if not hasattr(policy, "token_log_probs"):
+    if not isinstance(policy, TokenPolicy):
         raise ValueError(f"the samples carry token log-probs but {type(policy).__name__} has no token_log_probs()")
     return True
 
 
 def _ppo_update_tokens(
-    policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequence[Sample], config: PPOConfig,
-    rng: random.Random, reference: Policy | None,
+    policy: TokenPolicy, optimizer: torch.optim.Optimizer, samples: Sequence[Sample], config: PPOConfig,
+    rng: random.Random, reference: TokenPolicy | None,
 ) -> dict[str, float]:
     """``ppo_update`` per token (the module docstring): the same passes, early stops, skipped zero-gradient
     steps and trust region, with ratios, clipping, KL and entropy on each token of each step."""
-    if config.entropy_coef > 0 and not hasattr(policy, "token_log_probs_and_entropy"):
-        raise ValueError(f"actor.entropy_coef > 0 needs token_log_probs_and_entropy(); {type(policy).__name__} "
-                         "has only token_log_probs()")
     decisions = [s.decision for s in samples]
     old = [torch.tensor(s.old_token_log_probs, dtype=torch.float32) for s in samples]
     advantages = torch.tensor([s.advantage for s in samples])
@@ -431,8 +429,7 @@ def measure_approx_kl(policy: Policy, decisions: Sequence[Decision], old: torch.
 def _score(policy: Policy, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and per-decision entropies in one forward pass when the policy can give both; otherwise
     the entropy is estimated from the sampled actions (−log π(a)), which is only logged, never trained."""
-    both = getattr(policy, "log_prob_and_entropy", None)
-    if both is not None:
-        return both(decisions)
+    if isinstance(policy, EntropyPolicy):
+        return policy.log_prob_and_entropy(decisions)
     new = policy.log_prob(decisions)
     return new, -new.detach()

@@ -10,7 +10,7 @@ from typing import Any
 
 from admire.agent.base import Decision
 from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
-from admire.rl.ppo import Sample
+from admire.rl.ppo import LossAggregation, Sample
 from admire.types import Trajectory
 
 
@@ -21,7 +21,7 @@ class SampleBatch:
     samples: list[Sample]
     groups: int
     groups_dropped: int
-    loss_agg: str
+    loss_agg: LossAggregation
     nonzero_frac: float
     """Effective sample utilisation: the share of the batch's trainable steps (those with a log-prob, in
     kept *and* dropped groups) whose advantage is non-zero, |A| > 1e-8; a dropped group counts as zeros."""
@@ -44,7 +44,7 @@ def build_samples(
         groups[(trajectory.task.name, trajectory.task.seed, trajectory.group)].append(i)
     samples: list[Sample] = []
     dropped = trainable = nonzero = 0
-    aggregations: set[str] = set()
+    aggregations: set[LossAggregation] = set()
     for members in groups.values():
         result = compute_advantages(estimator, group_samples([trajectories[i] for i in members],
                                                              [rewards[i] for i in members]), **options)

@@ -21,6 +21,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from admire.config import LEGACY_DEFAULTS
+from admire.config_files import plain
 from admire.embeddings import Encoder, make_encoder
 from admire.milestones.bank import KeyKind, MilestoneBank, milestone_key
 from admire.milestones.generator import MilestoneGenerator, UpdateRule, make_generator
@@ -70,7 +71,7 @@ class BatchScorer:
         matcher over its ``encoder``, the generator Φ, ``update_rule`` and ``update_before_reward``),
         ``process_reward.*`` and, for ``reward.mode=judge``, the LLM judge of ``reward.judge``. ``encoder``,
         ``judge`` and ``generator`` replace the built ones (tests pass fakes)."""
-        reward = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+        reward = RewardConfig.from_mapping(plain(cfg))
         if judge is None and reward.mode == "judge":
             judge = build_judge(cfg)
         rule = OmegaConf.select(cfg, "milestone_reward.update_rule",
@@ -151,7 +152,7 @@ def build_generator(cfg: DictConfig) -> MilestoneGenerator:
     """The milestone generator Φ of ``milestone_reward.generator``, with its options (the LLM endpoint of
     ``milestone_reward.llm``: ``base_url``, ``model``, ``api_key_env``…)."""
     section = cfg.milestone_reward
-    options = dict(OmegaConf.to_container(section.llm, resolve=True)) if section.generator == "llm" else {}
+    options = plain(section.llm) if section.generator == "llm" else {}
     return make_generator(section.generator, **options)
 
 
@@ -190,7 +191,7 @@ def reward_metrics(
     per_task: dict[str, list[float]] = defaultdict(list)
     for trajectory in usable:
         per_task[trajectory.task.name].append(trajectory.outcome)
-    keys_seen = {milestone_key(t, key=key) for t in usable}
+    keys_seen = {milestone_key(t, key=cast(KeyKind, key)) for t in usable}
     with_milestones = [b for b in steps if b.num_milestones > 0]
     metrics: dict[str, float] = {
         "train/success": float(np.mean([t.outcome for t in usable])) if usable else 0.0,

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import check_finite_weights, trainable_parameters
 from admire.checkpoints import CheckpointError
+from admire.config_files import plain
 from admire.config_schema import experiment_values
 from admire.embeddings import Encoder
 from admire.envs.building import make_envs
@@ -72,7 +73,7 @@ def train(
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
     suite = get_suite(cfg.env.suite)
-    reward_cfg = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    reward_cfg = RewardConfig.from_mapping(plain(cfg))
     loop = LoopSettings.from_config(cfg)
     ppo_cfg = ppo_config(cfg)
     policy = initial_policy(cfg, encoder=encoder)
@@ -103,7 +104,7 @@ def train(
         if on_restored is not None:
             on_restored()
         truncate_metrics(run.metrics, before_step=state.epoch)
-        tracker = Tracker(run.path, name=run.path.name, config=OmegaConf.to_container(cfg, resolve=True),
+        tracker = Tracker(run.path, name=run.path.name, config=plain(cfg),
                           project=str(OmegaConf.select(cfg, "tracking.project", default="admire")),
                           tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
                           wandb=cfg.tracking.wandb)
