@@ -42,6 +42,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from admire.benchmarks.intervals import (
+    Episodes,
+    bootstrap_interval,
+    paired_difference,
+    paired_permutation_p,
+    sign_flip_p,
+    suite_success,
+)
 from admire.tracking import read_metrics
 
 # The variants, each a list of overrides on top of the shared base. `admire` is the shipped default.
@@ -418,6 +426,9 @@ class RunResult:
     milestone_cost: float | None = None
     coverage: float | None = None
     curve: list[tuple[float, float]] = field(default_factory=list)
+    episodes_before: dict[str, dict[int, float]] | None = None
+    """The held-out episodes before RL (task → {task seed: outcome}), from the run or its shared start."""
+    episodes_after: dict[str, dict[int, float]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -434,6 +445,31 @@ def metrics_by_step(path: Path) -> list[dict[str, Any]]:
 
 def _numbers(records: Sequence[Mapping[str, Any]], key: str) -> list[float]:
     return [float(r[key]) for r in records if isinstance(r.get(key), int | float)]
+
+
+def eval_episodes(path: Path) -> dict[str, dict[int, float]] | None:
+    """An evaluation's episodes (``trajectories/eval_epoch_*.jsonl``) as task → {task seed: outcome}, the
+    excluded ones (an environment error) left out; None when the file is missing or unreadable."""
+    from admire.types import Trajectory
+
+    if not path.is_file():
+        return None
+    episodes: dict[str, dict[int, float]] = {}
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                trajectory = Trajectory.from_json(line)
+                if not trajectory.excluded:
+                    episodes.setdefault(trajectory.task.name, {})[trajectory.task.seed] = float(trajectory.outcome)
+    except (OSError, ValueError) as exc:
+        print(f"[learning] {path}: unreadable evaluation ({exc}); its intervals are left out")
+        return None
+    return episodes
+
+
+def evaluation_files(run_dir: Path) -> list[Path]:
+    """A run's evaluation files in epoch order (``eval_epoch_0000`` is the evaluation before RL)."""
+    return sorted((run_dir / "trajectories").glob("eval_epoch_*.jsonl"))
 
 
 def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None = None,
@@ -461,6 +497,12 @@ def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None
     coverage = _numbers(records, "milestones/coverage")
     result.coverage = coverage[-1] if coverage else None
     result.curve = learning_curve(records, result.before, result.after, result.env_steps)
+    if result.status == "ok":
+        files = evaluation_files(run_dir)
+        start = run_dir.parent / run_name(START, seed) / "trajectories" / "eval_epoch_0000.jsonl"
+        before = run_dir / "trajectories" / "eval_epoch_0000.jsonl"
+        result.episodes_before = eval_episodes(before if before.is_file() else start)
+        result.episodes_after = eval_episodes(files[-1]) if files else None
     return result
 
 
@@ -497,7 +539,9 @@ def _mean(values: Iterable[float | None]) -> float | None:
 
 def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     """Per variant (in ``VARIANTS`` order): success before and after, the paired gain over outcome-only,
-    and the means of env steps, utilisation, milestone cost and coverage over the finished seeds."""
+    and the means of env steps, utilisation, milestone cost and coverage over the finished seeds; where the
+    runs' evaluation episodes are on disk, 95% intervals over seeds and episodes, the paired difference from
+    outcome-only with its interval and p-values (``admire.benchmarks.intervals``), and per-task success."""
     order = {name: i for i, name in enumerate(VARIANTS)}
     variants = sorted({r.variant for r in results}, key=lambda v: (order.get(v, len(order)), v))
     outcome_after = {r.seed: r.after["success"] for r in results
@@ -519,10 +563,44 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "milestone_cost": _mean(r.milestone_cost for r in done),
             "coverage": _mean(r.coverage for r in done),
             "wall_s": _mean(r.wall_s for r in done),
+            **episode_statistics(done, [r for r in results if r.variant == "outcome" and r.ok], variant),
             "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
                        for r in runs if not r.ok],
         }
     return table
+
+
+def episode_statistics(done: Sequence[RunResult], outcome: Sequence[RunResult], variant: str) -> dict[str, Any]:
+    """The episode-level numbers of one variant's finished runs: intervals, the paired test against
+    outcome-only on the same seeds and episodes, and success per task (mean over seeds, and per seed)."""
+    before: dict[int, Episodes] = {r.seed: r.episodes_before for r in done if r.episodes_before}
+    after: dict[int, Episodes] = {r.seed: r.episodes_after for r in done if r.episodes_after}
+    baseline: dict[int, Episodes] = {r.seed: r.episodes_after for r in outcome if r.episodes_after}
+    stats: dict[str, Any] = {"before_ci": _as_dict(bootstrap_interval(before)),
+                             "after_ci": _as_dict(bootstrap_interval(after)), "vs_outcome": None}
+    if variant != "outcome" and baseline:
+        shared = sorted(set(after) & set(baseline))
+        per_seed = {seed: suite_success(after[seed]) - suite_success(baseline[seed]) for seed in shared}
+        difference = paired_difference(after, baseline)
+        stats["vs_outcome"] = None if difference is None else {
+            **difference.as_dict(), "seeds": len(shared), "per_seed": {str(k): v for k, v in per_seed.items()},
+            "p_sign_flip_seeds": sign_flip_p(list(per_seed.values())),
+            "p_permutation_episodes": paired_permutation_p(after, baseline),
+        }
+    tasks = sorted({task for episodes in (*before.values(), *after.values()) for task in episodes})
+    stats["per_task"] = {task: {"before": _task_rates(before, task), "after": _task_rates(after, task)}
+                         for task in tasks}
+    return stats
+
+
+def _task_rates(runs: Mapping[int, Episodes], task: str) -> dict[str, Any]:
+    rates = {seed: statistics.fmean(e[task].values()) for seed, e in sorted(runs.items()) if e.get(task)}
+    return {"mean": statistics.fmean(rates.values()) if rates else None, "episodes": sum(
+        len(e.get(task, {})) for e in runs.values()), "per_seed": {str(k): v for k, v in rates.items()}}
+
+
+def _as_dict(interval: Any) -> dict[str, float] | None:
+    return None if interval is None else interval.as_dict()
 
 
 def _pct(value: float | None, digits: int = 1) -> str:
@@ -572,6 +650,7 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
             f"| {variant} | {row['ok']}/{row['runs']} | {_pm(row['before'])} → {_pm(row['after'])} "
             f"| {_per_seed(runs)} | {_pm(row['gain_over_outcome'])} | {env_steps} | {_pct(row['utilisation'])}% "
             f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% |")
+    lines += render_intervals(table)
     not_ok = [r for r in results if not r.ok]
     if not_ok:
         lines += ["", "Runs without a result:", ""]
@@ -585,6 +664,47 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
               + (" + `milestone_reward.static_path=<the same seed's admire bank>`" if variant == STATIC else "")
               for variant in table]
     return "\n".join(lines) + "\n"
+
+
+def _ci(stats: Mapping[str, Any] | None) -> str:
+    if not stats:
+        return "–"
+    return f"{_pct(stats['mean'])} [{_pct(stats['low'])}, {_pct(stats['high'])}]"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def render_intervals(table: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The episode-level tables: 95% intervals and the paired test, then success per task."""
+    if not any(row.get("after_ci") for row in table.values()):
+        return []
+    lines = ["", "Held-out success with 95% intervals over seeds and episodes (hierarchical bootstrap), and the "
+             "difference from outcome-only on the same seeds and episodes (paired bootstrap); p: exact sign-flip "
+             "test over the per-seed differences (with n seeds never below 2/2^n), and a permutation test over "
+             "the episode pairs pooled across seeds (seeds taken as fixed).", "",
+             "| variant | before | after | Δ vs outcome | p (seeds) | p (episodes) |", "|---|---|---|---|---|---|"]
+    for variant, row in table.items():
+        versus = row.get("vs_outcome") or {}
+        lines.append(f"| {variant} | {_ci(row.get('before_ci'))} | {_ci(row.get('after_ci'))} "
+                     f"| {_ci(versus) if versus else '–'} | {_p(versus.get('p_sign_flip_seeds'))} "
+                     f"| {_p(versus.get('p_permutation_episodes'))} |")
+    tasks = sorted({task for row in table.values() for task in (row.get("per_task") or {})})
+    if tasks:
+        lines += ["", "Success per task in %, before → after (mean over seeds; per seed in brackets):", "",
+                  "| task | " + " | ".join(table) + " |", "|---|" + "---|" * len(table)]
+        for task in tasks:
+            cells = []
+            for row in table.values():
+                entry = (row.get("per_task") or {}).get(task)
+                if not entry:
+                    cells.append("–")
+                    continue
+                seeds = ", ".join(_pct(v, 0) for v in entry["after"]["per_seed"].values())
+                cells.append(f"{_pct(entry['before']['mean'], 0)} → {_pct(entry['after']['mean'], 0)} ({seeds})")
+            lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot_curves(results: Sequence[RunResult], path: Path, suite: str) -> Path | None:
