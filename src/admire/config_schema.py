@@ -8,9 +8,10 @@ environment backends, policies, advantage estimators, milestone generators) — 
 all without loading a model or starting a browser. Every failure is one ``ConfigError`` line of the form
 ``<key>: <what is wrong>; <fix>``.
 
-Keys added after runs already existed have a default here (or in ``config.LEGACY_DEFAULTS``, which
-``config.load_run_config`` fills in), so an old run's ``config.yaml`` still validates when resumed or
-evaluated. ``actor_rollout_ref.model`` accepts extra keys: they are the chosen policy's own options.
+Every default here is the shipped YAML's (a test fails when they drift). A run written before a key existed
+is read with the value it ran with, which ``config.LEGACY_DEFAULTS`` gives and ``config.load_run_config`` fills
+in before validation: an old run's ``config.yaml`` resumes as it behaved, and validates.
+``actor_rollout_ref.model`` accepts extra keys: they are the chosen policy's own options.
 
 ``RESUMABLE_KEYS`` lists what an override given with ``resume=`` may change: how long and how often to
 train, evaluate and checkpoint, how many browsers, where they run, logging, and the endpoints and
@@ -285,9 +286,9 @@ class EnvSection(_Section):
     train_instances_per_task: PosInt | None = None
     screenshots: bool = False
     executor: Annotated[str, AfterValidator(_executor)] = "local"
-    ray: RaySection | None = None
-    android_world: AndroidWorldSection | None = None
-    miniwob: MiniWoBSection | None = None
+    ray: RaySection | None = Field(default_factory=RaySection)
+    android_world: AndroidWorldSection | None = Field(default_factory=AndroidWorldSection)
+    miniwob: MiniWoBSection | None = Field(default_factory=MiniWoBSection)
 
     @model_validator(mode="after")
     def _one_count_per_backend(self) -> EnvSection:
@@ -307,10 +308,11 @@ class ModelSection(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     path: str | None = None
     name: Annotated[str, _registered("policy")]
-    hidden_size: PosInt | None = None
-    prior_strength: NonNeg | None = None
-    encoder: Annotated[str, AfterValidator(_encoder)] | None = None  # the dom policy's (admire.embeddings)
-    block_features: bool | None = None  # the dom policy's list-item features (agent.features)
+    # The dom policy's options (another policy ignores them while they keep these values: rl.builders).
+    hidden_size: PosInt | None = 32
+    prior_strength: NonNeg | None = 0.0
+    encoder: Annotated[str, AfterValidator(_encoder)] | None = "all-MiniLM-L6-v2"  # admire.embeddings
+    block_features: bool | None = False  # list-item features (agent.features)
 
 
 class WarmStartSection(_Section):
@@ -338,7 +340,7 @@ class ActorSection(_Section):
     kl_coef: NonNeg
     max_grad_norm: Positive
     entropy_coef: NonNeg = 0.0
-    target_kl: Positive | None = None
+    target_kl: Positive | None = 0.02
     max_kl: Positive | None = None
     ppo_max_answer_tokens: PosInt | None = None
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"] | None = None
@@ -354,7 +356,7 @@ class ActorRolloutRefSection(_Section):
 class AlgorithmSection(_Section):
     adv_estimator: Annotated[str, _registered("estimator")]
     norm_adv_by_std_in_grpo: bool = True
-    std_floor: NonNeg = 0.0
+    std_floor: NonNeg = 0.1
     failed_group_baseline: Literal["mean", "zero"] = "mean"
 
 
@@ -396,7 +398,7 @@ class RewardSection(_Section):
     format_weight: NonNeg
     judge_weight: NonNeg = 0.3
     judge_decay: Fraction = 0.9
-    judge: JudgeSection | None = None
+    judge: JudgeSection | None = Field(default_factory=JudgeSection)
 
 
 class MilestoneSection(_Section):
@@ -409,11 +411,11 @@ class MilestoneSection(_Section):
     progress: Annotated[str, _choice(*PROGRESS_MODES)]
     description: Annotated[str, _choice(*DESCRIPTION_SOURCES)]
     key: Annotated[str, _choice(*MILESTONE_KEYS)]
-    matcher: Annotated[str, _choice(*MATCHER_MODES)] = "sbert"
-    contrast_margin: Annotated[float, Field(ge=0, le=MAX_CONTRAST_MARGIN)] | None = 0.0
-    prose_threshold: Annotated[float, Field(ge=-1, le=1)] | None = None
+    matcher: Annotated[str, _choice(*MATCHER_MODES)] = "grounded"
+    contrast_margin: Annotated[float, Field(ge=0, le=MAX_CONTRAST_MARGIN)] | None = 0.05
+    prose_threshold: Annotated[float, Field(ge=-1, le=1)] | None = 0.3
     encoder: Annotated[str, AfterValidator(_encoder)] = "all-MiniLM-L6-v2"
-    update_rule: Annotated[str, _choice("common", "shorter")] = "shorter"
+    update_rule: Annotated[str, _choice("common", "shorter")] = "common"
     mode: Annotated[str, _choice("adaptive", "static")]
     static_path: str | None = None
     update_before_reward: bool
@@ -437,7 +439,7 @@ class ProcessRewardSection(_Section):
 class TrackingSection(_Section):
     project: str = "admire"  # the SwanLab / W&B project (verl's trainer.project_name)
     tensorboard: bool = True
-    swanlab: Annotated[str, _choice("offline", "local", "cloud")] | None = None
+    swanlab: Annotated[str, _choice("offline", "local", "cloud")] | None = "offline"
     wandb: Annotated[str, _choice("offline", "online")] | None = None
 
 

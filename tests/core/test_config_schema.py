@@ -198,3 +198,42 @@ def test_a_plugin_that_cannot_be_loaded_is_reported_as_such_not_as_unknown() -> 
     message = str(exc.value)
     assert "cannot be loaded" in message and "admire_no_such_module" in message
     assert "unknown" not in message and "did you mean" not in message
+
+
+def schema_defaults(model: type) -> dict[str, object]:
+    """Every field of the schema that has a default, by dotted key (required fields have none)."""
+    from pydantic import BaseModel
+
+    found: dict[str, object] = {}
+    for name, field in model.model_fields.items():  # type: ignore[attr-defined]
+        annotation = field.annotation
+        if field.is_required():
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                found.update({f"{name}.{k}": v for k, v in schema_defaults(annotation).items()})
+            continue
+        value = field.get_default(call_default_factory=True)
+        if isinstance(value, BaseModel):
+            found.update({f"{name}.{k}": v for k, v in schema_defaults(type(value)).items()})
+        else:
+            found[name] = value
+    return found
+
+
+def shipped_values(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            values.update(shipped_values(value, f"{prefix}{key}."))
+        else:
+            values[f"{prefix}{key}"] = value
+    return values
+
+
+def test_every_default_of_the_schema_is_the_shipped_yamls() -> None:
+    from admire.config_schema import TrainingConfig
+
+    shipped = shipped_values(yaml.safe_load((PACKAGED_CONFIGS / "demo_miniwob.yaml").read_text(encoding="utf-8")))
+    defaults = schema_defaults(TrainingConfig)
+    written = sorted(set(defaults) & set(shipped))
+    assert len(written) > 60
+    assert {key: (defaults[key], shipped[key]) for key in written if defaults[key] != shipped[key]} == {}
