@@ -122,16 +122,11 @@ def ppo_update(
 
     ``max_kl`` is a trust region per optimizer step, for what ``target_kl`` cannot stop: the first
     pass. After each step the whole batch's KL is measured; past ``max_kl`` the step is shrunk along
-    its direction (``_backtrack``) until it is within, and the update ends there. Adam's first steps
-    move every weight by about ``lr`` whatever the gradient's size, and from a warm start one pass
-    moved the policy to an approx KL of 0.5–1.4 (results.md, click-checkboxes-large).
+    its direction (``_backtrack``) until it is within, and the update ends there: Adam's first steps
+    move every weight by about ``lr`` whatever the gradient's size (docs/decisions.md#d7).
 
-    Why a minibatch whose gradient is exactly zero takes no optimizer step (``steps_skipped``): a
-    GRPO group whose outcomes and milestone scores tie has all-zero advantages, and Adam given a zero
-    gradient still moves the parameters by its running first moment. Measured on the demo (seed 2,
-    ADMIRE): over 8 epochs in which every advantage was 0 the policy's entropy fell from 1.47 to 0.09
-    and it stayed at 0-17% training success for the rest of the run — the optimizer kept pushing in
-    the direction of one earlier update with no data behind it.
+    A minibatch whose gradient is exactly zero takes no optimizer step (``steps_skipped``): Adam given a
+    zero gradient still moves the parameters by its running first moment (docs/decisions.md#d11).
     """
     if not samples:
         return {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "ref_kl": 0.0, "entropy": 0.0,
