@@ -95,7 +95,7 @@ def test_the_report_reads_episodes_from_the_runs_and_their_shared_start(tmp_path
             (folder / "summary.json").write_text(json.dumps({"before": {"success": 0.15}, "after": {
                 "success": suite_success(episodes(rates))}, "env_steps": 300, "wall_s": 5.0}))
             (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i}) + "\n" for i in range(3)))
-    markdown, results = learning.write_report(tmp_path, "miniwob-lm")
+    markdown, _ = learning.write_report(tmp_path, "miniwob-lm")
     table = json.loads((tmp_path / "results.json").read_text())["summary"]
     admire = table["admire"]
     assert admire["before_ci"]["mean"] == pytest.approx(0.15)  # from the start runs' evaluation before RL

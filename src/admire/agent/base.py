@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
 from admire.registry import Registry
 from admire.types import Action, Observation, Step
@@ -74,7 +74,7 @@ class TrainablePolicy(Policy, Protocol):
     def eval(self) -> Any: ...
 
 
-# The capabilities a trainable policy may add. Each is a protocol, so the trainer asks ``isinstance`` rather
+# The capabilities a trainable policy may add. Each is a protocol, so the trainer asks a type guard below rather
 # than looking for a method by name, and ``python -m admire.agent.check_policy`` reports which a policy has.
 
 @runtime_checkable
@@ -131,6 +131,30 @@ def protocol_methods(protocol: type) -> list[str]:
     return sorted(names)
 
 
+# What the trainer asks of a policy, each a type guard: a policy implements a protocol when every method of it
+# is callable on the instance (``isinstance`` on a runtime protocol also accepts a class attribute that hides a
+# method, such as a property raising AttributeError).
+
+def is_trainable(policy: object) -> TypeGuard[TrainablePolicy]:
+    return not missing_methods(policy, TrainablePolicy)
+
+
+def has_entropy(policy: object) -> TypeGuard[EntropyPolicy]:
+    return not missing_methods(policy, EntropyPolicy)
+
+
+def scores_tokens(policy: object) -> TypeGuard[TokenPolicy]:
+    return not missing_methods(policy, TokenPolicy)
+
+
+def holds_reference(policy: object) -> TypeGuard[ReferencePolicy]:
+    return not missing_methods(policy, ReferencePolicy)
+
+
+def trains_an_adapter(policy: object) -> TypeGuard[AdapterPolicy]:
+    return not missing_methods(policy, AdapterPolicy)
+
+
 def check_trainable(policy: object, name: str) -> TrainablePolicy:
     """``policy`` as a ``TrainablePolicy``, or a one-line ``TypeError`` naming what the policy ``name`` lacks."""
     missing = missing_methods(policy, TrainablePolicy)
@@ -138,7 +162,7 @@ def check_trainable(policy: object, name: str) -> TrainablePolicy:
         raise TypeError(f"the {name!r} policy ({type(policy).__name__}) cannot be trained: it has no "
                         f"{', '.join(missing)} (a torch.nn.Module implementing act and log_prob has them all); "
                         f"check it with python -m admire.agent.check_policy {name}")
-    assert isinstance(policy, TrainablePolicy)
+    assert is_trainable(policy)
     return policy
 
 
@@ -164,7 +188,7 @@ def make_policy(name: str, **options: Any) -> Policy:
 def trainable_parameters(policy: Any) -> list[Any]:
     """What an optimizer updates: the policy's ``trainable_parameters()`` when it says (LoRA: the
     adapter only), else every parameter."""
-    return list(policy.trainable_parameters()) if isinstance(policy, AdapterPolicy) else list(policy.parameters())
+    return list(policy.trainable_parameters()) if trains_an_adapter(policy) else list(policy.parameters())
 
 
 

@@ -40,9 +40,10 @@ from admire.agent.base import (
     CAPABILITIES,
     Decision,
     PolicyOutput,
-    TokenPolicy,
     TrainablePolicy,
+    is_trainable,
     missing_methods,
+    scores_tokens,
     trainable_parameters,
 )
 from admire.errors import brief
@@ -76,7 +77,7 @@ def check_policy(policy: object) -> list[CheckResult]:
                            "every method of TrainablePolicy")]
     if missing:
         return results
-    assert isinstance(policy, TrainablePolicy)
+    assert is_trainable(policy)
     observations = screens()
     outputs: list[PolicyOutput] = []
     checks: tuple[tuple[str, Callable[[], str]], ...] = (
@@ -100,7 +101,7 @@ def check_policy(policy: object) -> list[CheckResult]:
 
 def capabilities(policy: object) -> list[str]:
     """The optional protocols ``policy`` implements, by name."""
-    return [name for name, protocol in CAPABILITIES.items() if isinstance(policy, protocol)]
+    return [name for name, protocol in CAPABILITIES.items() if not missing_methods(policy, protocol)]
 
 
 def _decisions(observations: Sequence[Observation], outputs: Sequence[PolicyOutput]) -> list[Decision]:
@@ -164,12 +165,13 @@ def _round_trip(policy: TrainablePolicy, observations: list[Observation], output
 def _tokens(policy: TrainablePolicy, observations: list[Observation], outputs: list[PolicyOutput]) -> str:
     import torch
 
-    if not isinstance(policy, TokenPolicy):
-        return "not a token policy"
     decisions = _decisions(observations, outputs)
     with torch.no_grad():
-        tokens, mask = policy.token_log_probs(decisions)
         total = policy.log_prob(decisions)
+    if not scores_tokens(policy):
+        return "not a token policy"
+    with torch.no_grad():
+        tokens, mask = policy.token_log_probs(decisions)
     counts = [int(n) for n in mask.sum(dim=1)]
     if min(counts) < 1:
         raise AssertionError(f"the mask counts {counts} answer tokens: every answer has at least its end token")

@@ -24,10 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import (
     Decision,
-    ReferencePolicy,
     TrainablePolicy,
     check_finite_weights,
     check_trainable,
+    holds_reference,
     make_policy,
 )
 from admire.checkpoints import check_weight_types
@@ -221,7 +221,7 @@ class _ReferenceView:
 def reference_policy(policy: Any) -> Any:
     """The frozen policy the KL term pulls toward: the policy's own ``reference()`` when it has one (no
     copy of a language model's weights), else a deep copy taken now."""
-    return _ReferenceView(policy) if isinstance(policy, ReferencePolicy) else copy.deepcopy(policy)
+    return _ReferenceView(policy) if holds_reference(policy) else copy.deepcopy(policy)
 
 
 def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:

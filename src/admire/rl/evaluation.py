@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from admire.agent.base import Policy, TokenPolicy
+from admire.agent.base import Policy, scores_tokens
 from admire.envs.building import env_specs, make_envs
 from admire.envs.suites import Suite, get_suite
 from admire.progress import ProgressFn, TrainingProgress, counting
@@ -103,7 +103,7 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
     tasks = demo_suite.train_tasks(len(demo_suite.tasks) * int(section.episodes_per_task), epoch=0, seed=seed)
     demos = record_oracle_demonstrations(env, tasks, max_steps=int(section.max_steps),
                                          on_demonstration=counting(progress, len(tasks)))
-    if isinstance(policy, TokenPolicy):  # a policy that writes tokens imitates whole answers
+    if scores_tokens(policy):  # a policy that writes tokens imitates whole answers
         from admire.agent.sft import pretrain_tokens
 
         metrics = pretrain_tokens(policy, demos, epochs=int(section.epochs), lr=float(section.lr), seed=seed,

@@ -38,7 +38,7 @@ from typing import Literal, get_args
 
 import torch
 
-from admire.agent.base import Decision, EntropyPolicy, Policy, TokenPolicy
+from admire.agent.base import Decision, Policy, TokenPolicy, has_entropy, scores_tokens
 
 LossAggregation = Literal["seq_mean", "token_mean", "seq_mean_token_sum"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
@@ -132,9 +132,9 @@ def ppo_update(
         return {"loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "ref_kl": 0.0, "entropy": 0.0,
                 "grad_norm": 0.0, "minibatches": 0, "epochs_run": 0, "steps_skipped": 0, "backtracks": 0}
     if _token_level(policy, samples):
-        assert isinstance(policy, TokenPolicy) and (reference is None or isinstance(reference, TokenPolicy))
+        assert scores_tokens(policy) and (reference is None or scores_tokens(reference))
         return _ppo_update_tokens(policy, optimizer, samples, config, rng, reference)
-    if config.entropy_coef > 0 and not isinstance(policy, EntropyPolicy):
+    if config.entropy_coef > 0 and not has_entropy(policy):
         raise ValueError(f"actor.entropy_coef > 0 needs a policy with log_prob_and_entropy(); "
                          f"{type(policy).__name__} has only log_prob()")
     decisions = [s.decision for s in samples]
@@ -187,7 +187,7 @@ def _token_level(policy: Policy, samples: Sequence[Sample]) -> bool:
     if with_tokens != len(samples):
         raise ValueError(f"{with_tokens} of {len(samples)} samples carry token log-probs: a batch is trained "
                          "per token or per step, not both")
-    if not isinstance(policy, TokenPolicy):
+    if not scores_tokens(policy):
         raise ValueError(f"the samples carry token log-probs but {type(policy).__name__} has no token_log_probs()")
     return True
 
@@ -424,7 +424,7 @@ def measure_approx_kl(policy: Policy, decisions: Sequence[Decision], old: torch.
 def _score(policy: Policy, decisions: Sequence[Decision]) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and per-decision entropies in one forward pass when the policy can give both; otherwise
     the entropy is estimated from the sampled actions (−log π(a)), which is only logged, never trained."""
-    if isinstance(policy, EntropyPolicy):
+    if has_entropy(policy):
         return policy.log_prob_and_entropy(decisions)
     new = policy.log_prob(decisions)
     return new, -new.detach()
