@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from admire.milestones.prose import prose_verdict, read_prose, stem, step_kind
+from admire.milestones.prose import is_past_form, prose_verdict, read_prose, stem, step_kind
 from admire.milestones.signature import parse_signature
 
 
@@ -109,6 +109,17 @@ def test_the_stemmer_is_the_same_on_both_sides_and_keeps_slots_and_numbers() -> 
     assert stem("applied") == stem("apply") and stem("replies") == stem("reply") == "reply"
     assert stem("Favourites") == stem("favorite") and stem("qty") == stem("quantity")
     assert stem("msgs") == stem("messages")
+    # Word forms from the dictionary, not a suffix rule: irregular forms, doubled consonants, -ied.
+    assert stem("cancelled") == stem("cancel") == "cancel" and stem("starred") == "star"
+    assert stem("hidden") == "hide" and stem("sent") == "send" and stem("chosen") == stem("chose") == "choose"
+    assert stem("deleted") == stem("delete") == "delete"
+    assert stem("unchecked") == "uncheck"  # an adjective to the dictionary, a past form by its ending
+
+
+def test_past_forms_are_read_from_the_dictionary() -> None:
+    assert is_past_form("deleted") and is_past_form("sent") and is_past_form("gave") and is_past_form("unticked")
+    assert not is_past_form("run") and not is_past_form("forecast")  # the verb itself: nothing says it is past
+    assert not is_past_form("hundred") and not is_past_form("delete") and not is_past_form("speed")
 
 
 def test_the_reading_lists_kinds_identifiers_directions_and_roles() -> None:

@@ -17,22 +17,24 @@ known. This module reads the prose with a small lexicon of GUI verbs and compare
   conflicting prose milestone is not this step, whatever the cosine.
   It also conflicts when it names the twin of the step's control: a label word's opposite without the
   word itself ("Sign In clicked" against 'Sign Up', "marked as read" against 'Mark as unread').
-* **anchored** — it states a compatible action and names the step's element: every content word of
-  the label ("login", "first name", ``<value>``), compared by crude stems so "Alarms" names 'Alarm'
-  and "deleted" names 'Delete', with one spelling for British and American forms and common
-  abbreviations ('Qty', 'Prev'), the parts of a hyphenated label kept ('Check-in' is not 'Check-out')
-  and a few names prose gives one-word or symbol labels (a 'To' field holds the recipient or the
-  destination, '×' is multiply); and no other verb is left unexplained ("email deleted" against a click
-  on the email is an effect the label does not name). A step whose label the prose does not name is
-  anchored by its positional slot alone ("typed <v1>") only when the prose names no other element
-  ("typed <v1> as the event location" against 'Event title' is a slot in another field). The matcher
-  then needs only the lower cosine ``prose_threshold``: the words already say which step it is.
+* **anchored** — it states a compatible action and names the step's element: every content word of the label
+  ("login", "first name", ``<value>``), compared by their dictionary forms (lemminflect's English lemmas) so
+  "Alarms" names 'Alarm', "deleted" names 'Delete' and "cancelled" names 'Cancel', with one spelling for
+  British and American forms and common abbreviations ('Qty', 'Prev'), the parts of a hyphenated label kept
+  ('Check-in' is not 'Check-out') and a few names prose gives one-word or symbol labels (a 'To' field holds
+  the recipient or the destination, '×' is multiply); and no other verb is left unexplained ("email deleted"
+  against a click on the email is an effect the label does not name). A step whose label the prose does not
+  name is anchored by its positional slot alone ("typed <v1>") only when the prose names no other element
+  ("typed <v1> as the event location" against 'Event title' is a slot in another field). The matcher then
+  needs only the lower cosine ``prose_threshold``: the words already say which step it is.
 * **neutral** — neither (an effect-only milestone such as "message sent"): the cosine and the contrast
   against the screen's other targets decide, as before.
 
 This is deliberately a lexicon, not a parser: it only ever *narrows* what the cosine may match
 (conflict) or vouches for a pair whose prose repeats the step's own label and action (anchored), and
-text it does not understand stays neutral. Words and stems are lower-case ASCII-folded; the lexicon is
+text it does not understand stays neutral. Words are lower-case ASCII-folded; word forms come from a
+dictionary (lemminflect, which ships its English data in its wheel), and the GUI knowledge (verbs by kind,
+phrases, opposites, synonyms, nouns a dictionary would read as verbs) is the data below. The lexicon is
 English, as the grounded grammar is.
 """
 
@@ -55,37 +57,57 @@ _POSITIONAL = re.compile(r"<v\d+>", re.IGNORECASE)
 _HYPHENATED = re.compile(r"(?<![a-z0-9])[a-z0-9]++(?:-[a-z0-9]++)+", re.IGNORECASE)
 _STOP = frozenset({"a", "an", "the", "of", "or", "and", "to", "for", "in", "on", "at", "by", "as", "with", "from",
                    "into", "onto", "this", "that", "it", "its", "is", "was", "be", "been", "my", "your", "their",
-                   "his", "her", "our", "s"})
-# Nouns the stemmer would read as a verb of the lexicon ("setting" → "set").
+                   "his", "her", "our", "s", "here", "there"})
+# Nouns a dictionary would read as a verb of the lexicon ("setting" → "set"): GUI knowledge, kept as data.
 _KEEP = {"setting": "setting", "settings": "setting"}
-# Irregular past forms an effect is written in ("email sent"), read as their verb.
-_IRREGULAR = {"sent": "send", "paid": "pay", "bought": "buy", "shown": "show", "hidden": "hide", "taken": "take",
-              "made": "make", "found": "find", "kept": "keep", "left": "leave", "begun": "begin", "done": "do"}
 # Role words prose names elements by, and the family (signature.role_family) each belongs to.
 _ROLE_WORDS = {"button": "button", "buttons": "button", "field": "field", "fields": "field", "link": "link",
                "links": "link", "tab": "tab", "tabs": "tab", "checkbox": "checkbox", "checkboxes": "checkbox",
                "icon": "icon", "icons": "icon", "dropdown": "dropdown", "app": "app", "folder": "folder",
                "file": "file"}
-_DOUBLED = re.compile(r"([bgkmnprt])\1$")  # not "dd": "added" is "add"
 
 
+@lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """A crude English stem, the same on both sides of a comparison: "clicked", "clicking", "clicks"
-    → "click"; "tapped" → "tap"; "deleted", "delete" → "delet"; "Alarms" → "alarm"."""
-    word = _IRREGULAR.get(word.lower(), word.lower())
-    word = canonical_word(word)
+    """The dictionary form of a word (lemminflect's English lemmas, the verb's first), the same on both sides
+    of a comparison: "clicked", "clicking", "clicks" → "click"; "tapped" → "tap"; "sent" → "send";
+    "Alarms" → "alarm"; "cancelled" → "cancel". A word the dictionary does not know keeps its form, except
+    a past form ("unchecked" → "uncheck"); placeholders and numbers are kept as they are."""
+    from lemminflect import getAllLemmas, getLemma
+
+    word = canonical_word(word.lower())
     if word in _KEEP:
         return _KEEP[word]
-    if _PLACEHOLDER.fullmatch(word) or word.isdigit() or len(word) <= 3:
+    if _PLACEHOLDER.fullmatch(word) or word.isdigit() or len(word) <= 2:
         return word
-    if len(word) > 4 and word.endswith(("ied", "ies")):
-        return word[:-3] + "y"  # "applied", "replies" → "apply", "reply"
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    word = _DOUBLED.sub(r"\1", word)
-    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+    lemmas = getAllLemmas(word)
+    for upos in ("VERB", "NOUN"):
+        if lemmas.get(upos):
+            return str(lemmas[upos][0])
+    if _ends_like_a_past(word):  # "unchecked" is an adjective to the dictionary, the undoing of a tick to a GUI
+        return str(getLemma(word, upos="VERB")[0])
+    for upos in ("ADJ", "ADV"):
+        if lemmas.get(upos):
+            return str(lemmas[upos][0])
+    return word
+
+
+def _ends_like_a_past(word: str) -> bool:
+    """A past form a dictionary does not know ("unticked"), read by its ending."""
+    return len(word) >= 5 and word.endswith("ed") and word.isascii() and word.isalpha()
+
+
+@lru_cache(maxsize=65_536)
+def is_past_form(word: str) -> bool:
+    """Whether ``word`` is a verb's past tense or participle ("deleted", "sent"): an effect the prose states."""
+    from lemminflect import getAllLemmas, getInflection
+
+    known = getAllLemmas(word)
+    verbs = known.get("VERB")
+    if not verbs:
+        return _ends_like_a_past(word) and "NOUN" not in known
+    # A past form that is also the verb itself ("run", "set", "forecast") does not say the prose is past.
+    return any(word != lemma and word in getInflection(lemma, tag=tag) for lemma in verbs for tag in ("VBD", "VBN"))
 
 
 def _stems(words: str) -> tuple[str, ...]:
@@ -185,7 +207,7 @@ def read_prose(text: str) -> ProseReading:
         if stem_kind is not None:
             if i not in in_phrase:
                 kinds.add(stem_kind)
-        elif ((token.endswith("ed") and len(token) > 4) or token in _IRREGULAR) and i not in in_phrase:
+        elif is_past_form(token) and i not in in_phrase:
             other_verbs.add(stems[i])
     return ProseReading(
         kinds=frozenset(kinds),
@@ -301,11 +323,9 @@ _SYNONYMS = {stem(word): frozenset(stem(s) for s in synonyms) for word, synonyms
 
 
 def _names(prose_stem: str, label_words: set[str]) -> bool:
-    """Whether a stem of the prose is a word of the label, allowing one letter more (the doubled
-    consonant of "starred", "cancelled" against 'Star', 'Cancel') and the synonyms of ``_SYNONYMS``."""
-    return any(prose_stem == word or prose_stem in _SYNONYMS.get(word, ())
-               or (prose_stem.startswith(word) and len(prose_stem) == len(word) + 1 and len(word) >= 3)
-               for word in label_words)
+    """Whether a word of the prose (as its dictionary form) is a word of the label, or one of the synonyms of
+    ``_SYNONYMS``."""
+    return any(prose_stem == word or prose_stem in _SYNONYMS.get(word, ()) for word in label_words)
 
 
 def _names_any(prose: ProseReading, words: set[str]) -> bool:
