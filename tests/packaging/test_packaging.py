@@ -58,7 +58,7 @@ def extra_packages(table: dict[str, list[str]], extra: str) -> set[str]:
 
 def test_core_dependencies_bring_no_browser_torch_or_server() -> None:
     core = {requirement_name(r) for r in pyproject()["project"]["dependencies"]}
-    assert core == {"numpy", "pydantic", "pyyaml", "rich", "hydra-core", "omegaconf"}
+    assert core == {"numpy", "pydantic", "pyyaml", "rich", "hydra-core", "omegaconf", "lemminflect"}
 
 
 def test_every_import_named_by_extras_is_installed_by_that_extra() -> None:
