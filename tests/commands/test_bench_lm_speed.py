@@ -105,3 +105,11 @@ def test_ratios_are_the_cached_paths_numbers_over_generates_per_model_and_batch(
 def test_the_bound_share_is_the_decoding_bound_over_the_measured_time() -> None:
     result = {"decode_weight_bytes": 1e9, "batches": {"8": {"answer_tokens_per_act": 10.0, "seconds_per_act": 4.0}}}
     assert lm_speed.bound_share(result, "8", bandwidth_gbs=10.0) == pytest.approx(0.25)  # 10 steps x 0.1 s / 4 s
+
+
+def test_the_sampler_dtype_reaches_the_cached_path_only(tiny_qwen2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "lm.json"
+    assert lm_speed.main(["--quick", "--batches", "1", "--sampler-dtype", "bfloat16",
+                          "--model-dir", str(tiny_qwen2_dir.parent), "--json", str(out)]) == 0
+    models = json.loads(out.read_text())["models"]["tiny-qwen2"]
+    assert models["cached"]["sampler_dtype"] == "bfloat16" and models["generate"]["sampler_dtype"] == "float32"

@@ -143,7 +143,7 @@ def plain_forward_log_probs(policy: Any, observation: Observation, text: str) ->
 
 
 def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repeats: int, lora: int,
-            batches: Sequence[int], ppo_max_answer_tokens: int | None) -> dict[str, Any]:
+            batches: Sequence[int], ppo_max_answer_tokens: int | None, sampler_dtype: str = "auto") -> dict[str, Any]:
     """Load the policy from ``path`` with ``rollout`` and time act, prefill and the PPO forward + backward
     at each batch size."""
     import torch
@@ -158,7 +158,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
 
     started = time.perf_counter()
     policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora={"r": lora} if lora else None,
-                      rollout=rollout)
+                      rollout=rollout, sampler_dtype=sampler_dtype if rollout == "cached" else "auto")
     load_s = time.perf_counter() - started
     after_load = peak_rss_mib()
     screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
@@ -245,7 +245,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
 def child_main(args: argparse.Namespace) -> int:
     result = measure(Path(args.child), rollout=args.rollout, threads=args.threads,
                      max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora, batches=args.batches,
-                     ppo_max_answer_tokens=args.ppo_max_answer_tokens or None)
+                     ppo_max_answer_tokens=args.ppo_max_answer_tokens or None, sampler_dtype=args.sampler_dtype)
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 
@@ -284,7 +284,7 @@ def run_child(path: Path, rollout: str, args: argparse.Namespace) -> tuple[dict[
     command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path), "--rollout", rollout,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
                "--repeats", str(args.repeats), "--lora", str(args.lora),
-               "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens),
+               "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens), "--sampler-dtype", args.sampler_dtype,
                "--batches", *[str(b) for b in args.batches]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": str(args.threads)}
@@ -392,6 +392,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
                         help="folder of prepared models, DIR/NAME; a missing one is prepared there and kept "
                              "(default: a temporary folder, removed afterwards)")
+    parser.add_argument("--sampler-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                        help="the cached path's drafting precision (the policy's sampler_dtype; default auto: "
+                             "bfloat16 where the CPU multiplies it natively, with a verifying float32 forward)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write every number to OUT")
     parser.add_argument("--quick", action="store_true",
                         help="tiny-qwen2 only, batches 1 and 4, 8 tokens: checks the benchmark runs (seconds)")
