@@ -62,21 +62,29 @@ class LoopSettings:
         return cls(instances_per_task=instances, total_env_steps=budget, advantage_options=options)
 
 
-def check_config(cfg: DictConfig, *, judge_given: bool = False) -> None:
+@dataclass(frozen=True)
+class RunSettings:
+    """What ``check_config`` built while checking: the trainer uses these rather than build them again."""
+
+    reward: RewardConfig
+    loop: LoopSettings
+    ppo: PPOConfig
+
+
+def check_config(cfg: DictConfig, *, judge_given: bool = False) -> RunSettings:
     """Refuse, with one line, what would only fail later in the run (``admire train`` calls it before it
     makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring. The typed
     schema (``admire.config_schema``) checks every key first; the components' own checks follow."""
     from admire.config_schema import validate_config
 
     validate_config(cfg)
-    RewardConfig.from_mapping(plain(cfg))
-    LoopSettings.from_config(cfg)
-    ppo_config(cfg)
+    settings = RunSettings(RewardConfig.from_mapping(plain(cfg)), LoopSettings.from_config(cfg), ppo_config(cfg))
     model = plain(cfg.actor_rollout_ref.model)
     policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
     if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
         judge_section(cfg)
     check_device_pools(cfg)  # adb, the launcher and one emulator per env, before a run dir is made
+    return settings
 
 
 def ppo_config(cfg: DictConfig) -> PPOConfig:
@@ -149,25 +157,30 @@ def initial_policy(cfg: DictConfig, encoder: Encoder | None = None) -> Trainable
     policy = build_policy(cfg, encoder=encoder)
     path = cfg.actor_rollout_ref.model.path
     if path and not takes_path(str(cfg.actor_rollout_ref.model.name)):
-        weights = load_policy_weights(Path(path))
-        check_weight_types(policy.state_dict(), weights, path)
-        policy.load_state_dict(weights)
-        check_finite_weights(policy, f"the checkpoint {path}")
+        load_weights(policy, load_policy_weights(Path(path)), path)
     return policy
+
+
+def load_weights(policy: TrainablePolicy, weights: dict[str, Any], source: Any) -> None:
+    """Checkpoint ``weights`` into ``policy``: their dtypes checked first (nothing is cast silently), then
+    loaded, then checked finite; ``source`` names the checkpoint in the errors."""
+    check_weight_types(policy.state_dict(), weights, source)
+    policy.load_state_dict(weights)
+    check_finite_weights(policy, f"the checkpoint {source}")
 
 
 def policy_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` the policy ``name`` takes. The shipped config's model section holds the ``dom`` policy's
     keys (``hidden_size``, ``prior_strength``, ``encoder``): for a policy that does not take one, a key left
     at its shipped value is dropped; one set to anything else is an error naming the policy's options."""
-    from admire.config import load_config
+    from admire.config_schema import shipped_default
 
     parameters = _factory_parameters(name)
     if parameters is None or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return dict(options)
-    shipped = plain(load_config().actor_rollout_ref.model)
     taken = {k: v for k, v in options.items() if k in parameters}
-    foreign = sorted(k for k, v in options.items() if k not in parameters and shipped.get(k, object()) != v)
+    foreign = sorted(k for k, v in options.items()
+                     if k not in parameters and shipped_default(f"actor_rollout_ref.model.{k}") != v)
     if foreign:
         known = ", ".join(p for p in parameters if p not in ("seed", "path", "encoder"))
         raise ValueError(f"actor_rollout_ref.model.{foreign[0]} is not an option of the {name!r} policy; "
@@ -231,10 +244,8 @@ def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
     seed_everything(int(cfg.run.seed))
     weights = load_policy_weights(checkpoint)
     policy = build_policy(cfg)
-    check_weight_types(policy.state_dict(), weights, checkpoint)
     try:
-        policy.load_state_dict(weights)
-        check_finite_weights(policy, f"the checkpoint {checkpoint}")
+        load_weights(policy, weights, checkpoint)
     except (RuntimeError, KeyError, TypeError) as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"{checkpoint}: its weights do not fit the policy {cfg.actor_rollout_ref.model.name!r} "

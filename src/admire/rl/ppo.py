@@ -38,7 +38,7 @@ from typing import Literal, get_args
 
 import torch
 
-from admire.agent.base import Decision, Policy, TokenPolicy, has_entropy, scores_tokens
+from admire.agent.base import Decision, Policy, TokenPolicy, has_entropy, missing_methods, scores_tokens
 
 LossAggregation = Literal["seq_mean", "token_mean", "seq_mean_token_sum"]
 LOSS_AGGREGATIONS: tuple[str, ...] = get_args(LossAggregation)
@@ -188,7 +188,8 @@ def _token_level(policy: Policy, samples: Sequence[Sample]) -> bool:
         raise ValueError(f"{with_tokens} of {len(samples)} samples carry token log-probs: a batch is trained "
                          "per token or per step, not both")
     if not scores_tokens(policy):
-        raise ValueError(f"the samples carry token log-probs but {type(policy).__name__} has no token_log_probs()")
+        missing = ", ".join(f"{name}()" for name in missing_methods(policy, TokenPolicy))
+        raise ValueError(f"the samples carry token log-probs but {type(policy).__name__} has no {missing}")
     return True
 
 

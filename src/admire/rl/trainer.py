@@ -33,14 +33,12 @@ from admire.envs.suites import get_suite
 from admire.milestones.bank import MilestoneBank, MilestoneBankError
 from admire.progress import TrainingProgress, counting
 from admire.report import plot_learning_curve
-from admire.rewards import RewardConfig, StepJudge
+from admire.rewards import StepJudge
 from admire.rl.builders import (
-    LoopSettings,
     check_config,
     configure_threads,
     initial_policy,
     ppo_cfg_loss_agg,
-    ppo_config,
     reference_policy,
     seed_everything,
 )
@@ -69,13 +67,11 @@ def train(
     ``on_restored`` is called once the bank is open and the checkpoint (if any) restored, before the run
     folder is written to: a resume records itself there, so a resume that cannot start records nothing.
     """
-    check_config(cfg, judge_given=judge is not None)
+    settings = check_config(cfg, judge_given=judge is not None)
+    reward_cfg, loop, ppo_cfg = settings.reward, settings.loop, settings.ppo
     configure_threads(cfg.trainer.threads)
     seed_everything(int(cfg.run.seed))
     suite = get_suite(cfg.env.suite)
-    reward_cfg = RewardConfig.from_mapping(plain(cfg))
-    loop = LoopSettings.from_config(cfg)
-    ppo_cfg = ppo_config(cfg)
     policy = initial_policy(cfg, encoder=encoder)
     optimizer = torch.optim.Adam(trainable_parameters(policy), lr=float(cfg.actor_rollout_ref.actor.lr))
     reference = reference_policy(policy) if ppo_cfg.kl_coef > 0 else None
