@@ -101,14 +101,12 @@ def test_labels_made_of_stop_words_still_name_their_field() -> None:
 
 
 def test_the_stemmer_is_the_same_on_both_sides_and_keeps_slots_and_numbers() -> None:
+    # (Kept nouns and aliases are tested entry by entry from the lexicon: test_lexicon.py.)
     assert stem("clicked") == stem("clicking") == stem("clicks") == stem("click") == "click"
     assert stem("tapped") == stem("tap") == "tap"
     assert stem("added") == stem("add") == "add"
-    assert stem("settings") == stem("setting") != stem("set")  # a noun, not the verb "set"
     assert stem("<V1>") == "<v1>" and stem("2016") == "2016"
     assert stem("applied") == stem("apply") and stem("replies") == stem("reply") == "reply"
-    assert stem("Favourites") == stem("favorite") and stem("qty") == stem("quantity")
-    assert stem("msgs") == stem("messages")
     # Word forms from the dictionary, not a suffix rule: irregular forms, doubled consonants, -ied.
     assert stem("cancelled") == stem("cancel") == "cancel" and stem("starred") == "star"
     assert stem("hidden") == "hide" and stem("sent") == "send" and stem("chosen") == stem("chose") == "choose"

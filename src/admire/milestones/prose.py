@@ -34,8 +34,9 @@ This is deliberately a lexicon, not a parser: it only ever *narrows* what the co
 (conflict) or vouches for a pair whose prose repeats the step's own label and action (anchored), and
 text it does not understand stays neutral. Words are lower-case ASCII-folded; word forms come from a
 dictionary (lemminflect, which ships its English data in its wheel), and the GUI knowledge (verbs by kind,
-phrases, opposites, synonyms, nouns a dictionary would read as verbs) is the data below. The lexicon is
-English, as the grounded grammar is.
+phrases, which kinds each step may be called by, opposites, aliases, synonyms, role and stop words, nouns a
+dictionary would read as verbs) is data: ``lexicon.yaml`` beside this module, read by ``lexicon.py``. This
+module holds only how it is read. The lexicon is English, as the grounded grammar is.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from admire.milestones.lexicon import load_lexicon
 from admire.milestones.signature import DIRECTIONS, Signature, canonical_word, role_family
 
 ProseVerdict = Literal["anchored", "neutral", "conflict"]
@@ -55,16 +57,11 @@ _PLACEHOLDER = re.compile(r"<(?:value|v\d+)>", re.IGNORECASE)
 _POSITIONAL = re.compile(r"<v\d+>", re.IGNORECASE)
 # From the start of a run of letters and digits only: a start inside a long run rescans it (quadratic).
 _HYPHENATED = re.compile(r"(?<![a-z0-9])[a-z0-9]++(?:-[a-z0-9]++)+", re.IGNORECASE)
-_STOP = frozenset({"a", "an", "the", "of", "or", "and", "to", "for", "in", "on", "at", "by", "as", "with", "from",
-                   "into", "onto", "this", "that", "it", "its", "is", "was", "be", "been", "my", "your", "their",
-                   "his", "her", "our", "s", "here", "there"})
-# Nouns a dictionary would read as a verb of the lexicon ("setting" → "set"): GUI knowledge, kept as data.
-_KEEP = {"setting": "setting", "settings": "setting"}
-# Role words prose names elements by, and the family (signature.role_family) each belongs to.
-_ROLE_WORDS = {"button": "button", "buttons": "button", "field": "field", "fields": "field", "link": "link",
-               "links": "link", "tab": "tab", "tabs": "tab", "checkbox": "checkbox", "checkboxes": "checkbox",
-               "icon": "icon", "icons": "icon", "dropdown": "dropdown", "app": "app", "folder": "folder",
-               "file": "file"}
+# The sections of lexicon.yaml (what each is for is said there).
+_LEXICON = load_lexicon()
+_STOP = _LEXICON.stop_words
+_KEEP = _LEXICON.keep  # nouns a dictionary would read as a verb of the lexicon ("setting" → "set")
+_ROLE_WORDS = _LEXICON.role_words  # role words prose names elements by, and the role each stands for
 
 
 @lru_cache(maxsize=65_536)
@@ -118,59 +115,13 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
 
 
-# The GUI verbs of the lexicon, by the kind of action they state. A prose milestone may state several
-# ("long pressed" is long + click); phrases are read before single words.
-_WORDS: dict[str, tuple[str, ...]] = {
-    "click": ("click", "tap", "press", "hit", "push", "toggle"),
-    "open": ("open", "launch", "start", "switch", "expand", "go", "went", "navigate", "visit", "view", "show",
-             "load", "return"),
-    "select": ("select", "choose", "chose", "chosen", "pick", "mark", "highlight"),
-    "type": ("type", "enter", "input", "fill", "write", "wrote", "written", "set", "put", "search"),
-    "check": ("check", "tick", "enable", "activate"),
-    "uncheck": ("uncheck", "untick", "unselect", "disable", "deactivate", "clear"),
-    "scroll": ("scroll", "swipe"),
-    "answer": ("answer", "report", "respond"),
-    "declare": ("declare",),
-}
-_PHRASES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("turn", "on"), "check"), (("turned", "on"), "check"), (("switch", "on"), "check"),
-    (("switched", "on"), "check"), (("turn", "off"), "uncheck"), (("turned", "off"), "uncheck"),
-    (("switch", "off"), "uncheck"), (("switched", "off"), "uncheck"),
-    (("long", "press"), "long"), (("long", "pressed"), "long"), (("long", "tap"), "long"),
-    (("long", "tapped"), "long"), (("long", "click"), "long"), (("long", "clicked"), "long"),
-    (("double", "tap"), "double"), (("double", "tapped"), "double"), (("double", "click"), "double"),
-    (("double", "clicked"), "double"),
-    (("enter", "key"), "enter"), (("pressed", "enter"), "enter"), (("press", "enter"), "enter"),
-    (("hit", "enter"), "enter"), (("go", "back"), "back"), (("went", "back"), "back"),
-    (("navigated", "back"), "back"), (("navigate", "back"), "back"), (("back", "button"), "back"),
-    (("pressed", "back"), "back"), (("press", "back"), "back"),
-    (("task", "complete"), "declare"), (("task", "completed"), "declare"),
-    (("home", "screen"), "home"), (("pressed", "home"), "home"), (("press", "home"), "home"),
-    (("went", "home"), "home"), (("go", "home"), "home"),
-)
-_KIND_STEMS = {kind: frozenset(stem(word) for word in words) for kind, words in _WORDS.items()}
+# The GUI verbs by the kind of action they state, as dictionary forms. A prose milestone may state several
+# ("long pressed" is long + click); phrases are read before single words, on the words as written.
+_PHRASES = _LEXICON.phrases
+_KIND_STEMS = {kind: frozenset(stem(word) for word in words) for kind, words in _LEXICON.verbs.items()}
 _STEM_KIND = {word: kind for kind, words in _KIND_STEMS.items() for word in words}
-
-# What each kind of grounded step may be called in prose. The step kinds come from the signature's verb.
-_COMPATIBLE: dict[str, frozenset[str]] = {
-    "click": frozenset({"click", "open", "select", "check", "uncheck"}),
-    "click_dropdown": frozenset({"click", "open"}),  # choosing a value in a dropdown is a typed step
-    "double": frozenset({"double", "select"}),
-    "long": frozenset({"long", "select"}),
-    "check": frozenset({"check", "click", "select"}),
-    "uncheck": frozenset({"uncheck", "click"}),
-    "type": frozenset({"type"}),
-    "type_dropdown": frozenset({"type", "select"}),
-    "scroll": frozenset({"scroll"}),
-    "app": frozenset({"open", "click"}),
-    "back": frozenset({"back"}),
-    "home": frozenset({"home"}),
-    "enter": frozenset({"enter"}),
-    "answer": frozenset({"answer"}),
-    "declare": frozenset({"declare"}),
-}
-# Steps that name themselves: the kind of action is the whole step (an episode answers once).
-_SELF_NAMED = frozenset({"scroll", "back", "home", "enter", "answer", "declare"})
+_COMPATIBLE = _LEXICON.compatible  # what each kind of grounded step (step_kind) may be called in prose
+_SELF_NAMED = _LEXICON.self_named  # steps whose kind of action is the whole step
 
 
 @dataclass(frozen=True)
@@ -224,8 +175,8 @@ def read_prose(text: str) -> ProseReading:
 
 
 def step_kind(signature: Signature) -> str | None:
-    """The kind of action a grounded step did, as ``_COMPATIBLE`` knows them; None for steps prose is
-    not read against (a point, an element off the screen, waiting)."""
+    """The kind of action a grounded step did, as the lexicon's ``compatible`` knows them; None for steps
+    prose is not read against (a point, an element off the screen, waiting)."""
     verb, dropdown = signature.verb, role_family(signature.role) == "dropdown"
     if signature.role in ("point", "missing element"):
         return None
@@ -300,14 +251,9 @@ def _unnamed_content(prose: ProseReading, label_words: set[str]) -> set[str]:
             if not _names(s, label_words) and not (len(s) >= 3 and any(s in word for word in label_words))}
 
 
-# Words that name the other one of a pair of controls: a label with one, read against prose with the
-# other (and not the label's), names the twin ('Sign in' / "Sign up clicked", 'Unmute' / "muted").
-_OPPOSITE_PAIRS = (("in", "out"), ("in", "up"), ("up", "down"), ("on", "off"), ("next", "previous"),
-                   ("yes", "no"), ("accept", "decline"), ("accept", "reject"), ("allow", "deny"),
-                   ("show", "hide"), ("lock", "unlock"), ("mute", "unmute"), ("follow", "unfollow"),
-                   ("like", "unlike"), ("like", "dislike"), ("subscribe", "unsubscribe"), ("read", "unread"),
-                   ("pin", "unpin"), ("archive", "unarchive"), ("block", "unblock"), ("min", "max"),
-                   ("first", "last"), ("increase", "decrease"))
+# Words that name the other one of a pair of controls, by dictionary form: a label with one, read against
+# prose with the other (and not the label's), names the twin ('Sign in' / "Sign up clicked").
+_OPPOSITE_PAIRS = _LEXICON.opposites
 _OPPOSITES: dict[str, frozenset[str]] = {
     stem(word): frozenset(stem(b if a == word else a) for a, b in _OPPOSITE_PAIRS if word in (a, b))
     for pair in _OPPOSITE_PAIRS for word in pair
@@ -315,11 +261,8 @@ _OPPOSITES: dict[str, frozenset[str]] = {
 
 # What prose calls the fields and keys a label names in one word or a symbol: a 'To' field is where
 # the recipient or destination goes, a calculator's '×' is "multiply".
-_SYMBOL_NAMES = {"=": "equals", "+": "plus", "-": "minus", "×": "multiply", "÷": "divide", "%": "percent"}
-_SYNONYMS = {stem(word): frozenset(stem(s) for s in synonyms) for word, synonyms in {
-    "to": ("recipient", "destination"), "from": ("sender", "origin", "departure"),
-    "multiply": ("times",), "equals": ("equal",), "plus": ("add",), "minus": ("subtract",),
-}.items()}
+_SYMBOL_NAMES = _LEXICON.symbol_names
+_SYNONYMS = {stem(word): frozenset(stem(s) for s in synonyms) for word, synonyms in _LEXICON.synonyms.items()}
 
 
 def _names(prose_stem: str, label_words: set[str]) -> bool:

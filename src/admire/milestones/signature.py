@@ -18,8 +18,8 @@ step):
 
 * labels are compared without case, spaces and punctuation ("Log in" = "Login", "From:" = "From",
   "Wi‑Fi" = "Wi-Fi" = "WiFi"), with each word in the singular ('Alarms' = 'Alarm') and in one spelling
-  ('Favourites' = 'Favorites', 'Qty' = 'Quantity': ``WORD_ALIASES``); digits and placeholders stay, so
-  'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
+  ('Favourites' = 'Favorites', 'Qty' = 'Quantity': the ``aliases`` of ``lexicon.yaml``); digits and
+  placeholders stay, so 'Tab #2' ≠ 'Tab #1' and '<v1>' ≠ '<v2>';
 * roles are compared by family: a 'Save' *button*, *text*, *image* or *link* is one clickable thing
   whose class name differs between renderings (an Android ImageButton or TextView, a DOM ``button``
   or ``span``), while a field, a toggle, a dropdown, a list and an app stay distinct;
@@ -39,6 +39,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+
+from admire.milestones.lexicon import load_lexicon
 
 _SCROLL_VERBS = ("scrolled", "swiped")
 _POINTER_VERBS = ("clicked", "double-tapped", "long-pressed")
@@ -215,14 +217,9 @@ def _alphanumeric(text: str) -> str:
 
 
 # One spelling for words a label may be rendered in two ways (British and American spelling, common UI
-# abbreviations): 'Favourites' = 'Favorites', 'Qty' = 'Quantity'. Only abbreviations with one reading:
-# not "min" (minute or minimum) or "no" (number or the answer).
-WORD_ALIASES = {
-    "favourite": "favorite", "colour": "color", "centre": "center", "catalogue": "catalog",
-    "dialogue": "dialog", "licence": "license", "organise": "organize", "customise": "customize",
-    "qty": "quantity", "prev": "previous", "msg": "message", "pwd": "password", "passwd": "password",
-    "info": "information", "pic": "picture", "img": "image", "addr": "address", "acct": "account",
-}
+# abbreviations): 'Favourites' = 'Favorites', 'Qty' = 'Quantity'. GUI knowledge shared with the prose
+# reader, so it lives in its lexicon (the ``aliases`` of lexicon.yaml).
+WORD_ALIASES = load_lexicon().aliases
 
 
 def canonical_word(word: str) -> str:
