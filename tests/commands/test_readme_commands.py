@@ -1,6 +1,7 @@
-"""The README's commands run as written: every command of its fenced ``bash``/``sh`` blocks is either run
-here (the cheap ones: seconds, no browser, nothing written) and must exit 0, or listed in ``EXPENSIVE``
-with the reason it is not — so a command added to the README must be classified here, or this test fails.
+"""The commands of the README and of docs/usage.md (the everyday commands) run as written: every command of
+their fenced ``bash``/``sh`` blocks is either run here (the cheap ones: seconds, no browser, nothing written)
+and must exit 0, or listed in ``EXPENSIVE`` with the reason it is not — so a command added to either page must
+be classified here, or this test fails.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tests.support.paths import REPO
 
 ROOT = REPO
 README = ROOT / "README.md"
+PAGES = (README, ROOT / "docs" / "usage.md")
 _BLOCK = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 CHEAP = {
@@ -67,9 +69,9 @@ EXPENSIVE: dict[str, str] = {
 
 
 def readme_commands() -> list[str]:
-    """Each command line of the README's shell blocks, without its trailing comment."""
+    """Each command line of the shell blocks of ``PAGES``, without its trailing comment."""
     commands = []
-    for block in _BLOCK.findall(README.read_text(encoding="utf-8")):
+    for block in (b for page in PAGES for b in _BLOCK.findall(page.read_text(encoding="utf-8"))):
         for line in block.splitlines():
             tokens = shlex.split(line, comments=True, posix=False)  # posix=False keeps the quotes as written
             if tokens:
@@ -80,10 +82,11 @@ def readme_commands() -> list[str]:
 def test_every_readme_command_is_classified() -> None:
     commands = readme_commands()
     unclassified = [c for c in commands if c not in CHEAP and c not in EXPENSIVE]
-    assert not unclassified, (f"README commands this test does not know: {unclassified}; add each to CHEAP "
-                              "(it runs in seconds, without a browser) or to EXPENSIVE with the reason")
+    assert not unclassified, (f"commands of {[p.name for p in PAGES]} this test does not know: {unclassified}; "
+                              "add each to CHEAP (it runs in seconds, without a browser) or to EXPENSIVE with the "
+                              "reason")
     stale = [c for c in [*CHEAP, *EXPENSIVE] if c not in commands]
-    assert not stale, f"no longer in the README (remove them here): {stale}"
+    assert not stale, f"no longer in {[p.name for p in PAGES]} (remove them here): {stale}"
 
 
 def _run(command: str) -> subprocess.CompletedProcess[str]:
@@ -110,7 +113,7 @@ def test_the_docs_index_lists_every_page() -> None:
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_help(name: str) -> None:
-    """The README points to ``admire <command> --help`` for each command's options."""
+    """docs/usage.md points to ``admire <command> --help`` for each command's options."""
     result = _run(f"admire {name} --help")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: admire {name}")

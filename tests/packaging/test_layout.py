@@ -1,5 +1,5 @@
-"""The README's layout names every module and package of ``src/admire``: a module added without a line there
-fails here, so the map a newcomer reads stays the tree they clone."""
+"""docs/layout.md names every module and package of ``src/admire``: a module added without a line there fails
+here, so the map a newcomer reads stays the tree they clone."""
 
 from __future__ import annotations
 
@@ -7,17 +7,24 @@ import re
 
 from tests.support.paths import REPO
 
-
-def layout_section() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    start = readme.index("## Layout")
-    return readme[start:readme.index("```", readme.index("```", start) + 3)]
+LAYOUT = REPO / "docs" / "layout.md"
 
 
-def test_the_readme_layout_names_every_top_level_module_and_package() -> None:
+def layout_block() -> str:
+    """The page's first fenced block: the tree, one line (or a shared line) per module."""
+    page = LAYOUT.read_text(encoding="utf-8")
+    start = page.index("```\nsrc/admire/")
+    return page[start:page.index("```", start + 3)]
+
+
+def test_the_layout_page_names_every_top_level_module_and_package() -> None:
     package = REPO / "src" / "admire"
     names = {p.name for p in package.glob("*.py") if p.name != "__init__.py"}
     names |= {f"{p.name}/" for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    section = layout_section()
-    listed = set(re.findall(r"\b([a-z_]+\.py)\b", section)) | set(re.findall(r"\b([a-z_]+/)", section))
+    block = layout_block()
+    listed = set(re.findall(r"\b([a-z_]+\.py)\b", block)) | set(re.findall(r"\b([a-z_]+/)", block))
     assert sorted(names - listed) == []
+
+
+def test_the_readme_points_to_the_layout() -> None:
+    assert "(docs/layout.md)" in (REPO / "README.md").read_text(encoding="utf-8")
