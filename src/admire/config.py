@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from admire.config_files import DEFAULT_CONFIG, PACKAGED_CONFIGS
+from admire.config_migration import migrate
 from admire.config_names import VERL_FAMILY_KEYS, resolve_verl_names, uses_verl_names
 from admire.fileio import UnreadableFile, read_bounded
+
+if TYPE_CHECKING:
+    from admire.config_schema import TrainingConfig
 
 MAX_RUN_CONFIG_BYTES = 16 << 20
 """A run's config.yaml is a few KB; one larger than 16 MiB (or a FIFO in its place) is not read."""
@@ -24,8 +28,19 @@ MAX_RUN_CONFIG_BYTES = 16 << 20
 
 def load_config(
     name: str = DEFAULT_CONFIG, overrides: Sequence[str] = (), config_dir: str | Path | None = None
+) -> TrainingConfig:
+    """The typed config of ``<config_dir>/<name>.yaml`` with overrides (``compose_config``, validated): what every
+    module below the commands takes. A bad value is a one-line ``ConfigError`` naming the key and the fix."""
+    from admire.config_schema import validate_config
+
+    return validate_config(compose_config(name, overrides, config_dir))
+
+
+def compose_config(
+    name: str = DEFAULT_CONFIG, overrides: Sequence[str] = (), config_dir: str | Path | None = None
 ) -> DictConfig:
-    """Compose ``<config_dir>/<name>.yaml`` with overrides; a path to a YAML file works as ``name`` too."""
+    """Compose ``<config_dir>/<name>.yaml`` with overrides, unvalidated (for the commands that merge or print
+    raw sections); a path to a YAML file works as ``name`` too."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -99,53 +114,6 @@ def hydra_one_line(exc: Exception) -> str:
     return f"bad configuration override: {detail}; write overrides as key=value, e.g. trainer.total_epochs=5"
 
 
-# Keys added after runs already existed, with the value that reproduces how those runs behaved. A run
-# directory written before a key existed keeps its behaviour when resumed, re-scored by the viewer or
-# evaluated, instead of silently picking up a newer default.
-LEGACY_DEFAULTS: dict[str, Any] = {
-    "milestone_reward.matcher": "sbert",
-    "milestone_reward.encoder": "all-MiniLM-L6-v2",
-    "milestone_reward.update_rule": "shorter",
-    "milestone_reward.contrast_margin": 0.0,
-    "milestone_reward.prose_threshold": None,
-    "algorithm.norm_adv_by_std_in_grpo": True,
-    "algorithm.std_floor": 0.0,
-    "algorithm.failed_group_baseline": "mean",
-    "actor_rollout_ref.actor.target_kl": None,
-    "actor_rollout_ref.actor.max_kl": None,
-    "actor_rollout_ref.actor.ppo_max_answer_tokens": None,
-    "actor_rollout_ref.actor.loss_agg_mode": None,
-    "actor_rollout_ref.actor.entropy_coef": 0.0,
-    "env.train_instances_per_task": None,
-    "trainer.total_env_steps": None,
-    "env.executor": "local",
-    "actor_rollout_ref.warm_start.enable": False,
-    "actor_rollout_ref.warm_start.from_run": None,
-    "trainer.eval_split": "test",
-}
-
-
-def with_legacy_defaults(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` (a plain nested dict) with every key of ``LEGACY_DEFAULTS`` it lacks filled in (inside
-    sections it has: a sub-section such as ``actor_rollout_ref.warm_start`` is added, a top-level one is not)."""
-    filled = {section: dict(values) if isinstance(values, dict) else values for section, values in config.items()}
-    for dotted, value in LEGACY_DEFAULTS.items():
-        *parents, leaf = dotted.split(".")
-        node: Any = filled
-        for depth, name in enumerate(parents):
-            child = node.get(name)
-            if child is None and depth > 0 and name not in node:
-                child = {}
-            if not isinstance(child, dict):
-                break
-            child = dict(child)
-            node[name] = child
-            node = child
-        else:
-            node.setdefault(leaf, value)
-    return filled
-
-
 def _first_interpolation(node: Any, prefix: str = "") -> tuple[str, str] | None:
     """The first ``(key, value)`` whose string value holds an OmegaConf interpolation (``${…}``), or None."""
     if isinstance(node, dict):
@@ -163,9 +131,17 @@ def _first_interpolation(node: Any, prefix: str = "") -> tuple[str, str] | None:
     return None
 
 
-def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """The resolved config a run was started with (keys it predates at their old values, see
-    ``LEGACY_DEFAULTS``), with (few) overrides for resuming it."""
+def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> TrainingConfig:
+    """The typed config a run was started with, migrated to today's layout (``admire.config_migration``), with
+    (few) overrides for resuming it."""
+    from admire.config_schema import validate_config
+
+    return validate_config(read_run_config(run_dir, overrides))
+
+
+def read_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictConfig:
+    """A run's stored config migrated to today's layout (the values it ran with, ``admire.config_migration``)
+    with (few) overrides, unvalidated: a partial file stays partial."""
     from omegaconf.errors import OmegaConfBaseException
     from yaml import YAMLError
 
@@ -186,7 +162,7 @@ def load_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
         raise ValueError(f"{path}: {key} holds the interpolation {value[:80]!r}, but a run's config is stored with "
                          "every value resolved (an interpolation there would read this machine's environment, "
                          "e.g. a secret, for a folder someone handed you); write the value itself")
-    layers = [with_legacy_defaults(loaded)]
+    layers = [migrate(loaded)]
     for override in overrides:
         key, sep, _ = override.lstrip("+").partition("=")
         if not sep or not key.strip() or key.startswith("~"):

@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+from pydantic import BaseModel
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 DEFAULT_CONFIG = "demo_miniwob"
 
 
 def plain(node: Any) -> dict[str, Any]:
-    """A config (or one of its sections) as a plain nested dict with every interpolation resolved; a node that
-    is not a mapping is a ``TypeError``."""
-    values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    """A config (typed, or composed with every interpolation resolved) or one of its sections as a plain nested
+    dict, the form YAML, JSON and the trackers take; a node that is not a mapping is a ``TypeError``."""
+    if isinstance(node, BaseModel):
+        values: Any = node.model_dump(mode="json")
+    else:
+        values = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
     if not isinstance(values, dict):
         raise TypeError(f"expected a config section (a mapping), got {type(values).__name__}")
     return {str(key): value for key, value in values.items()}

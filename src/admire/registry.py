@@ -157,7 +157,12 @@ class Registry(MutableMapping[str, T]):
         return entry.target if isinstance(entry, _Declared) else _where(entry)
 
     # -------------------------------------------------------------------- the mapping interface
-    # Tests use it to swap entries in and out (``monkeypatch.setitem(ENVS, "fake", FakeEnv)``).
+
+    @property
+    def entries(self) -> MutableMapping[str, object]:
+        """The raw entries, for swapping one in and out of a test (``monkeypatch.setitem(ENVS.entries, "miniwob",
+        FakeEnv)``): the one way to replace a taken name, undone as monkeypatch undoes it."""
+        return self._entries
 
     def __getitem__(self, name: str) -> T:
         entry = self._entries[name]
@@ -167,7 +172,8 @@ class Registry(MutableMapping[str, T]):
         return entry
 
     def __setitem__(self, name: str, value: T) -> None:
-        self._entries[name] = value
+        """``REGISTRY[name] = obj`` registers as the decorator does: a taken name with another object is refused."""
+        self.register(name)(value)
 
     def __delitem__(self, name: str) -> None:
         del self._entries[name]

@@ -182,6 +182,8 @@ class RewardConfig:
         a key that looks like a misspelling of one of ours is an error, because a silently ignored
         ``treshold`` would change a run.
         """
+        if hasattr(cfg, "model_dump"):  # the typed config (admire.config_schema), read as the mapping it holds
+            cfg = cfg.model_dump()
         if not isinstance(cfg, Mapping):
             raise TypeError(f"RewardConfig.from_mapping needs a mapping (dict or DictConfig), got {type(cfg).__name__}")
         values: dict[str, Any] = {}
@@ -189,6 +191,8 @@ class RewardConfig:
             given = cfg.get(section)
             if given is None:
                 continue
+            if hasattr(given, "model_dump"):  # a typed section
+                given = given.model_dump()
             if not isinstance(given, Mapping):
                 raise TypeError(f"config section '{section}' must be a mapping, got {type(given).__name__}")
             for key, value in given.items():

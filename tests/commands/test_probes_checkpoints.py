@@ -71,14 +71,13 @@ def run_without_checkpoint(tmp: Path) -> None:
 
 def old_run(tmp: Path) -> None:
     """A run written before safetensors: its config and only a pickle ``latest.pt`` (a crafted one)."""
-    from omegaconf import OmegaConf
-
+    from admire.commands.train import config_yaml
     from admire.config import load_config
 
     run = tmp / "old"
     (run / "checkpoints").mkdir(parents=True)
     cfg = load_config(overrides=["run.name=old", f"run.dir={tmp}"])
-    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (run / "config.yaml").write_text(config_yaml(cfg))
     torch.save({"policy": {"w": torch.zeros(1)}, "payload": Payload(tmp / "pwned")},
                run / "checkpoints" / "latest.pt")
 

@@ -23,6 +23,7 @@ from admire import checkpoints
 from admire.agent.base import POLICIES
 from admire.cli import main
 from admire.commands import train as train_command
+from admire.commands.train import config_yaml
 from admire.config import load_config
 from admire.envs.base import ENVS
 from admire.runs import RunDir
@@ -37,7 +38,7 @@ def _fake_run(tmp: Path, name: str = "x", **summary: int) -> Path:
     run = tmp / "runs" / name
     (run / "checkpoints").mkdir(parents=True)
     cfg = load_config(overrides=[f"run.dir={tmp}/runs", f"run.name={name}", "trainer.total_epochs=3"])
-    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
+    (run / "config.yaml").write_text(config_yaml(cfg), encoding="utf-8")
     if summary:
         (run / "summary.json").write_text(json.dumps({"run": name, **summary}), encoding="utf-8")
     return run
@@ -315,8 +316,8 @@ FAKE = [
 
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
-    monkeypatch.setitem(POLICIES, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
+    monkeypatch.setitem(ENVS.entries, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(POLICIES.entries, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
     monkeypatch.setattr("admire.report.Console", lambda *a, **k: Console(quiet=True))
     yield
 

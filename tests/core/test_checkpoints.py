@@ -192,7 +192,7 @@ def test_the_trainer_resumed_after_one_epoch_ends_where_an_uninterrupted_run_end
     from admire.rl.trainer import train
     from tests.support.fakes import SeededFormEnv, TrigramEncoder
 
-    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-form", SeededFormEnv)
     fake = ["env.src=[fake-form]", "env.suite=fake-form/login", "env.max_envs=[1]", "env.max_steps=4",
             "env.train_instances_per_task=3", "actor_rollout_ref.model.name=dom",
             "+actor_rollout_ref.model.embedding_dim=16",

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from admire.agent.base import POLICIES
-from admire.config import LEGACY_DEFAULTS, PACKAGED_CONFIGS, load_config, load_run_config
+from admire.config import PACKAGED_CONFIGS, load_config, load_run_config
+from admire.config_files import plain
+from admire.config_migration import LEGACY_DEFAULTS
 from admire.config_schema import (
     RESUMABLE_KEYS,
     ConfigError,
@@ -115,7 +116,7 @@ def test_the_group_size_must_fit_the_estimator(monkeypatch: pytest.MonkeyPatch) 
         raise AssertionError("validation must not compute advantages")
 
     never_called.min_group_size = 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "mine", never_called)
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS.entries, "mine", never_called)
     with pytest.raises(ConfigError, match=r"mine .* needs n >= 3, got 2"):
         validate_config(load_config(overrides=["actor_rollout_ref.rollout.n=2", "algorithm.adv_estimator=mine"]))
     validate_config(load_config(overrides=["actor_rollout_ref.rollout.n=3", "algorithm.adv_estimator=mine"]))
@@ -125,16 +126,16 @@ def test_registries_are_looked_up_not_built(monkeypatch: pytest.MonkeyPatch) -> 
     def no_policy(**_options: Any) -> Any:
         raise AssertionError("validation must not build a policy")
 
-    monkeypatch.setitem(POLICIES, "lazy", no_policy)
+    monkeypatch.setitem(POLICIES.entries, "lazy", no_policy)
     validate_config(load_config(overrides=["actor_rollout_ref.model.name=lazy"]))
 
 
 def test_an_old_run_config_without_the_later_keys_still_validates(tmp_path: Path) -> None:
     """A run written before the later keys (LEGACY_DEFAULTS, warm start, Ray, judge) resumes and evaluates."""
-    old = OmegaConf.to_container(load_config(), resolve=True)
+    old = plain(load_config())
     assert isinstance(old, dict)
-    later = [*LEGACY_DEFAULTS, "actor_rollout_ref.warm_start", "actor_rollout_ref.model.prior_strength",
-             "env.ray", "reward.judge"]
+    later = ["config_version", *LEGACY_DEFAULTS, "actor_rollout_ref.warm_start",
+             "actor_rollout_ref.model.prior_strength", "env.ray", "reward.judge"]
     for dotted in later:
         *parents, leaf = dotted.split(".")
         node = old
@@ -150,7 +151,7 @@ def test_an_old_run_config_without_the_later_keys_still_validates(tmp_path: Path
 
 
 def test_a_missing_key_names_itself() -> None:
-    cfg = OmegaConf.to_container(load_config(), resolve=True)
+    cfg = plain(load_config())
     assert isinstance(cfg, dict)
     del cfg["trainer"]["total_epochs"]
     with pytest.raises(ConfigError, match=r"^trainer\.total_epochs: missing; add it, e\.g\. trainer\.total_epochs=60$"):

@@ -7,11 +7,11 @@ import io
 from collections.abc import Iterator
 
 import pytest
-from omegaconf import OmegaConf
 from rich.console import Console
 
 from admire.agent.base import POLICIES
 from admire.cli import main
+from admire.commands.train import config_yaml
 from admire.config import load_config
 from admire.envs.base import ENVS
 from admire.progress import TrainingProgress, counting, progress_bar
@@ -27,8 +27,8 @@ FAKE = ["env.src=[fake-form]", "env.suite=fake-form/login", "env.max_envs=[2]", 
 
 @pytest.fixture(autouse=True)
 def fake_backend_and_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
-    monkeypatch.setitem(POLICIES, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
+    monkeypatch.setitem(ENVS.entries, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(POLICIES.entries, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
     yield
 
 
@@ -70,7 +70,7 @@ def test_admire_eval_shows_a_bar_over_its_episodes(tmp_path, capsys: pytest.Capt
     cfg = load_config(overrides=[*FAKE, "trainer.total_epochs=1", "trainer.tasks_per_epoch=2",
                                  "actor_rollout_ref.rollout.n=2", "trainer.eval_every=0"])
     run = RunDir(tmp_path / "run").create()
-    run.config.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")  # as admire train writes it
+    run.config.write_text(config_yaml(cfg), encoding="utf-8")  # as admire train writes it
     train(cfg, run, console=Console(quiet=True), encoder=TrigramEncoder())
     capsys.readouterr()
     assert main(["eval", "--checkpoint", str(run.path), "--episodes", "3"]) == 0

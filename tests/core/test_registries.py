@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from admire.agent.base import POLICIES, register_policy
 from admire.envs.base import DEVICE_POOLS, ENVS, register_env
 from admire.envs.executors import EXECUTORS
@@ -29,7 +31,7 @@ def test_what_a_test_registers_replaces_or_removes_is_undone_after_it() -> None:
         EXECUTORS[NAME] = lambda *args, **kwargs: None
         MODELS[NAME] = None
         DEVICE_POOLS[NAME] = lambda section, count, build: build
-        ENVS[BUILT_IN["env"]] = FormEnv  # replaced
+        ENVS.entries[BUILT_IN["env"]] = FormEnv  # replaced
         del ADVANTAGE_ESTIMATORS[BUILT_IN["estimator"]]  # removed
         assert all(NAME in registry for registry in all_registries())
     assert not any(NAME in registry for registry in all_registries())
@@ -45,3 +47,14 @@ def test_the_fixture_restores_every_registry_the_package_defines() -> None:
         for attr in re.findall(r"^([A-Z_]+)(?:: Registry\[[^\]]*\])? = Registry\(", path.read_text(), re.M):
             defined.add(f"{module}:{attr}")
     assert defined == set(REGISTRIES)
+
+
+def test_assigning_a_taken_name_is_refused_as_registering_it_is() -> None:
+    with registries_restored():
+        with pytest.raises(ValueError, match=r"^a environment backend named 'miniwob' is already registered"):
+            ENVS["miniwob"] = FormEnv
+        ENVS[NAME] = FormEnv
+        ENVS[NAME] = FormEnv  # the same object again: harmless
+        with pytest.raises(ValueError, match="already registered"):
+            ENVS[NAME] = type("Other", (FormEnv,), {})
+        ENVS.entries[NAME] = type("Other", (FormEnv,), {})  # a test's explicit swap

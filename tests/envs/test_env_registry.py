@@ -153,17 +153,17 @@ def test_make_envs_builds_the_count_of_each_backend(monkeypatch) -> None:
     from admire.config import load_config
     from admire.envs.building import make_envs
 
-    monkeypatch.setitem(ENVS, "fake-a", SeededFormEnv)
-    monkeypatch.setitem(ENVS, "fake-b", OtherFormEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-a", SeededFormEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-b", OtherFormEnv)
     cfg = load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=[1,2]"])
     with ExitStack() as stack:
-        envs = make_envs(cfg, stack)
+        envs = make_envs(cfg.env, stack)
         assert [type(e) for e in envs] == [SeededFormEnv, OtherFormEnv, OtherFormEnv]
     assert all(e.closed for e in envs)
     with ExitStack() as stack:
-        assert len(make_envs(load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=2"]), stack)) == 4
-    with ExitStack() as stack, pytest.raises(ValueError, match=r"env.max_envs has 1 count\(s\) but env.src has 2"):
-        make_envs(load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=[3]"]), stack)
+        assert len(make_envs(load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=2"]).env, stack)) == 4
+    with pytest.raises(ValueError, match=r"max_envs: has 1 count\(s\) but env.src has 2"):  # before any env
+        load_config(overrides=["env.src=[fake-a,fake-b]", "env.max_envs=[3]"])
 
 
 class RecordingEnv(FormEnv):
@@ -178,13 +178,13 @@ def test_env_miniwob_reaches_the_miniwob_backend_and_no_other(monkeypatch) -> No
     from admire.config import load_config
     from admire.envs.building import make_envs
 
-    monkeypatch.setitem(ENVS, "miniwob", RecordingEnv)
-    monkeypatch.setitem(ENVS, "fake-b", RecordingEnv)
+    monkeypatch.setitem(ENVS.entries, "miniwob", RecordingEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-b", RecordingEnv)
     monkeypatch.setattr(RecordingEnv, "options", [])
     cfg = load_config(overrides=["env.src=[miniwob,fake-b]", "env.max_envs=[1,1]", "env.miniwob.settle=wall",
                                  "env.miniwob.settle_max_s=2.5"])
     with ExitStack() as stack:
-        make_envs(cfg, stack)
+        make_envs(cfg.env, stack)
     common = {"max_steps": 8, "screenshots": False}
     assert RecordingEnv.options == [{**common, "settle": "wall", "settle_quiet_s": 0.02, "settle_max_s": 2.5},
                                     common]
@@ -194,7 +194,7 @@ def test_the_schema_wants_one_count_per_backend(monkeypatch) -> None:
     from admire.config import load_config
     from admire.config_schema import ConfigError, validate_config
 
-    monkeypatch.setitem(ENVS, "fake-a", SeededFormEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-a", SeededFormEnv)
     with pytest.raises(ConfigError, match=r"^env\.max_envs: has 1 count\(s\) but env\.src has 2 backend\(s\); "
                                           r"give one count per backend, e\.g\. env\.max_envs=\[4,4\]$"):
         validate_config(load_config(overrides=["env.src=[miniwob,fake-a]", "env.max_envs=[4]"]))

@@ -199,13 +199,12 @@ def test_unknown_backend_and_bad_settings_fail_in_the_caller(ray_cluster: float)
 
 
 def test_the_config_section_reads_with_command_line_overrides() -> None:
-    from omegaconf import OmegaConf
 
     cfg = load_config(overrides=["env.executor=ray", "env.ray.address=auto", "env.ray.num_cpus_per_env=1",
                                  "env.ray.resources={browser: 1}"])
-    settings = RaySettings.from_config(OmegaConf.to_container(cfg.env.ray, resolve=True))
+    settings = RaySettings.from_config(cfg.env.ray.model_dump())
     assert (settings.address, settings.num_cpus, dict(settings.resources)) == ("auto", 1.0, {"browser": 1.0})
-    default = RaySettings.from_config(OmegaConf.to_container(load_config().env.ray, resolve=True))
+    default = RaySettings.from_config(load_config().env.ray.model_dump())
     assert (default.address, default.num_cpus, dict(default.resources)) == (None, 0.5, {})
 
 
@@ -324,7 +323,7 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
     cfg = load_config(overrides=["env.executor=ray", "env.max_envs=[1]", "env.ray.num_cpus_per_env=0.25",
                                  "env.miniwob.settle=wall"])
     with ExitStack() as stack:
-        envs = make_envs(cfg, stack)
+        envs = make_envs(cfg.env, stack)
         assert len(envs) == 1 and isinstance(envs[0], RayEnv)
         out = collect(group_requests([Task(name="miniwob/click-test", seed=11)], 2), envs, ClickTestOracle(),
                       max_steps=4)
@@ -338,11 +337,9 @@ def test_make_envs_with_the_ray_executor_feeds_a_real_rollout(ray_cluster: float
     assert actor_ended(actor)  # the stack closed the device
 
 
-def test_make_envs_rejects_an_unknown_executor() -> None:
-    from admire.envs.building import make_envs
-
-    with ExitStack() as stack, pytest.raises(ValueError, match=r"env\.executor must be 'local' or 'ray', got 'k8s'"):
-        make_envs(load_config(overrides=["env.executor=k8s"]), stack)
+def test_an_unknown_executor_is_refused_before_any_env_is_built() -> None:
+    with pytest.raises(ValueError, match=r"^env\.executor: must be one of local, ray, got 'k8s'"):
+        load_config(overrides=["env.executor=k8s"])
 
 
 def test_a_backend_spec_binds_its_argument_as_make_env_does(ray_cluster: float) -> None:

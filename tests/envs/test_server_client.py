@@ -249,8 +249,7 @@ def test_rollouts_over_a_remote_env_rerun_an_episode_whose_device_crashed() -> N
 
 @pytest.mark.browser
 def test_the_trainers_make_envs_drives_a_real_miniwob_device_through_the_server() -> None:
-    from omegaconf import OmegaConf
-
+    from admire.config_schema import EnvSection
     from admire.envs.building import make_envs
     from admire.envs.miniwob import MiniWoBEnv
     from tests.support.server_helpers import OraclePolicy
@@ -258,9 +257,9 @@ def test_the_trainers_make_envs_drives_a_real_miniwob_device_through_the_server(
     devices = RecordingFactory(lambda: MiniWoBEnv(max_steps=10))
     pool = DevicePool(devices, backend="miniwob")
     with pool, running_server(create_app(pool)) as url, ExitStack() as stack:
-        cfg = OmegaConf.create({"env": {"src": [f"remote:{url}"], "max_envs": [1], "max_steps": 8,
-                                        "screenshots": False}})
-        envs = make_envs(cfg, stack)
+        section = EnvSection.model_validate({"src": [f"remote:{url}"], "max_envs": [1], "max_steps": 8,
+                                             "screenshots": False, "suite": "miniwob-demo"})
+        envs = make_envs(section, stack)
         assert [type(e) for e in envs] == [RemoteEnv]
         policy = OraclePolicy("login-user", truth=lambda: devices.envs[0].ground_truth())
         tasks = [make_task("miniwob/login-user", seed=s) for s in (3, 4)]

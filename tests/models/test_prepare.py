@@ -38,7 +38,7 @@ def recipe(name: str, build: str = "tests.models.test_prepare:fake_build", requi
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setitem(MODELS, "fake-model", recipe("fake-model"))
+    monkeypatch.setitem(MODELS.entries, "fake-model", recipe("fake-model"))
     return "fake-model"
 
 
@@ -92,7 +92,7 @@ def test_force_replaces_a_directory_only_with_a_finished_build(fake: str, monkey
     prepare(fake, out)
     (out / "notes.txt").write_text("kept until a build replaces the directory")
     before = sorted(p.name for p in out.iterdir())
-    monkeypatch.setitem(MODELS, "broken", recipe("broken", build="tests.models.test_prepare:failing_build"))
+    monkeypatch.setitem(MODELS.entries, "broken", recipe("broken", build="tests.models.test_prepare:failing_build"))
     with pytest.raises(RuntimeError, match="halfway"):
         prepare("broken", out, force=True)
     assert sorted(p.name for p in out.iterdir()) == before  # the failed build changed nothing
@@ -123,7 +123,8 @@ def test_a_file_in_the_way_is_refused(fake: str, capsys: pytest.CaptureFixture[s
 
 def test_a_missing_package_is_one_line_naming_the_install(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    monkeypatch.setitem(MODELS, "needs-absent", recipe("needs-absent", requires=("json", "admire_no_such_package")))
+    monkeypatch.setitem(MODELS.entries, "needs-absent",
+                        recipe("needs-absent", requires=("json", "admire_no_such_package")))
     code, err = run_cli(capsys, "prepare", "needs-absent", str(tmp_path / "out"))
     assert code == 2
     assert err == ("admire models prepare: error: model 'needs-absent' needs admire_no_such_package: "
@@ -133,7 +134,7 @@ def test_a_missing_package_is_one_line_naming_the_install(monkeypatch: pytest.Mo
 
 def test_list_names_every_model_and_what_is_missing(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(MODELS, "needs-absent", recipe("needs-absent", requires=("admire_no_such_package",)))
+    monkeypatch.setitem(MODELS.entries, "needs-absent", recipe("needs-absent", requires=("admire_no_such_package",)))
     assert main(["models", "list", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert {"tiny-qwen2", "tiny-qwen2.5-vl", "smollm2-135m", "needs-absent"} <= set(rows)

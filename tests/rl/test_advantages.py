@@ -49,7 +49,7 @@ def test_grpo_step_normalises_over_all_pooled_steps():
     assert a1 == pytest.approx(-1.2247434, abs=1e-6)
     assert a3 == pytest.approx(1.2247434, abs=1e-6)
     assert a2 == 0.0
-    assert result.keep and result.loss_agg == "seq_mean" and result.clip_high == result.clip_low == 0.2
+    assert result.keep
 
 
 def test_grpo_step_uses_population_std_not_sample_std():
@@ -150,7 +150,7 @@ def test_rloo_step_uses_the_other_trajectories_steps_as_baseline():
     assert result.advantages[0] == pytest.approx((-5 / 3, 1 / 3))
     assert result.advantages[1] == pytest.approx((-0.5,))
     assert result.advantages[2] == pytest.approx((-2.0, 4.0))
-    assert result.keep and result.loss_agg == "seq_mean"
+    assert result.keep
 
 
 def test_rloo_step_without_other_trajectories_has_no_baseline():
@@ -166,13 +166,12 @@ def test_rloo_step_all_equal_gives_zero():
 # dapo_step
 # --------------------------------------------------------------------------------------------------
 
-def test_dapo_step_is_grpo_step_plus_training_hints():
+def test_dapo_step_is_grpo_step_plus_the_keep_mark():
     group = [sample(1.0, 3.0), sample(2.0), ENV_ERROR]
     result = dapo_step(group)
     assert result.advantages == grpo_step(group).advantages
     assert result.keep
-    assert (result.clip_low, result.clip_high) == (0.2, 0.28)
-    assert result.loss_agg == "token_mean"
+    assert set(vars(result)) == {"advantages", "keep", "info"}  # numbers only: loss settings are config keys
 
 
 def test_dapo_step_drops_groups_whose_rewards_all_tie():
@@ -244,13 +243,13 @@ def test_without_std_normalisation_advantages_are_centred_rewards():
     assert grpo_step([sample(0.1, 0.1), sample(0.1)], norm_by_std=False).advantages == ((0.0, 0.0), (0.0,))
 
 
-def test_grpo_traj_and_dapo_step_honour_the_floor_and_dapo_keeps_its_hints():
+def test_grpo_traj_and_dapo_step_honour_the_floor():
     tiny = [sample(0.001), sample(0.0)]  # returns 0.001 and 0: std 0.0005
     assert grpo_traj(tiny).advantages[0] == pytest.approx((0.0005 / 0.000501,))  # the paper: ±1 whatever the scale
     assert grpo_traj(tiny, std_floor=0.1).advantages[0] == pytest.approx((0.0005 / 0.100001,))
     dapo = dapo_step(tiny, std_floor=0.1)
     assert dapo.advantages == grpo_step(tiny, std_floor=0.1).advantages
-    assert dapo.keep and (dapo.clip_low, dapo.clip_high, dapo.loss_agg) == (0.2, 0.28, "token_mean")
+    assert dapo.keep
     assert not dapo_step([sample(0.2), sample(0.2)], std_floor=0.1).keep  # exact ties are still dropped
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omegaconf import DictConfig, OmegaConf
 
 from admire.config import load_config
+from admire.config_files import plain
+from admire.config_migration import migrate
+from admire.config_schema import TrainingConfig, validate_config
 from admire.judge import LLMJudge
 from admire.milestones.bank import MilestoneBank, milestone_key
 from admire.milestones.generator import make_generator
@@ -85,7 +87,7 @@ def test_the_result_is_update_bank_and_score_batch_by_hand(tmp_path: Path, befor
     scored = scorer(tmp_path / "scorer", *overrides).score(batch, epoch=3)
 
     cfg = load_config(overrides=overrides)
-    reward = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    reward = RewardConfig.from_mapping(plain(cfg))
     usable = [t for t in batch if not t.excluded]
     generator = make_generator(cfg.milestone_reward.generator)
     with MilestoneBank(tmp_path / "hand.sqlite") as bank:
@@ -101,11 +103,12 @@ def test_the_result_is_update_bank_and_score_batch_by_hand(tmp_path: Path, befor
         [(c.key, c.kind, c.after.milestones) for c in changes]
 
 
-def without(cfg: DictConfig, dotted: str) -> DictConfig:
+def written_before(dotted: str) -> TrainingConfig:
+    """The shipped config as a run written before ``dotted`` existed stored it, read through the migration."""
     section, key = dotted.split(".")
-    OmegaConf.set_struct(cfg, False)
-    del cfg[section][key]
-    return cfg
+    old = plain(load_config())
+    del old["config_version"], old[section][key]
+    return validate_config(migrate(old))
 
 
 def test_from_config_takes_the_configs_parts(tmp_path: Path) -> None:
@@ -116,9 +119,8 @@ def test_from_config_takes_the_configs_parts(tmp_path: Path) -> None:
     assert scoring.bank is bank and scoring.key == "instruction" and scoring.reward.format_weight == 0.25
     assert scoring.update_rule == "common" and scoring.run == "r1" and scoring.generator.name == "heuristic"
     assert scoring.matcher is not None and scoring.judge is None
-    # A run written before update_rule existed resumes with the rule it ran with (config.LEGACY_DEFAULTS).
-    legacy = BatchScorer.from_config(without(load_config(), "milestone_reward.update_rule"), bank,
-                                     encoder=TextHashEncoder())
+    # A run written before update_rule existed resumes with the rule it ran with (config_migration.LEGACY_DEFAULTS).
+    legacy = BatchScorer.from_config(written_before("milestone_reward.update_rule"), bank, encoder=TextHashEncoder())
     assert legacy.update_rule == "shorter"
     # Outcome-only rewards need no matcher; the judge baseline builds the judge of reward.judge.
     assert BatchScorer.from_config(load_config(overrides=["reward.mode=outcome"]), bank).matcher is None

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from admire import checkpoints
+from admire.commands.train import config_yaml
 from admire.config import load_config
 from admire.rl.shared_start import check_from_run
 from admire.runs import RunDir
@@ -20,7 +20,7 @@ from tests.rl.test_trainer_fakes import FAKE, fake_backend_and_policy, run_train
 def started_run(tmp_path: Path, name: str, *overrides: str) -> RunDir:
     """A run that stops after its start (no epoch), with the config.yaml `admire train` writes."""
     _, run = run_training(tmp_path, "trainer.total_epochs=0", *overrides, name=name)
-    OmegaConf.save(load_config(overrides=[*FAKE, "trainer.total_epochs=0", *overrides]), run.config)
+    run.config.write_text(config_yaml(load_config(overrides=[*FAKE, "trainer.total_epochs=0", *overrides])))
     return run
 
 
@@ -76,6 +76,6 @@ def test_a_start_from_a_folder_without_one_is_a_one_line_error(tmp_path: Path) -
     with pytest.raises(ValueError, match="is not a run directory"):
         check_from_run(load_config(overrides=[*FAKE, f"actor_rollout_ref.warm_start.from_run={tmp_path}"]))
     RunDir(tmp_path / "young").create()
-    OmegaConf.save(load_config(overrides=FAKE), tmp_path / "young" / "config.yaml")
+    (tmp_path / "young" / "config.yaml").write_text(config_yaml(load_config(overrides=FAKE)))
     with pytest.raises(ValueError, match=r"has no checkpoints/start\.json yet"):
         check_from_run(load_config(overrides=[*FAKE, f"actor_rollout_ref.warm_start.from_run={tmp_path / 'young'}"]))

@@ -53,8 +53,8 @@ FAKE = [
 @pytest.fixture(autouse=True)
 def fake_backend_and_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Register the fakes for one test; monkeypatch takes them out of the registries afterwards."""
-    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
-    monkeypatch.setitem(POLICIES, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
+    monkeypatch.setitem(ENVS.entries, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(POLICIES.entries, "tiny-form", lambda seed=0, **_options: FormPolicy(seed=seed))
     yield
 
 
@@ -185,14 +185,25 @@ def test_advantage_groups_are_task_instance_and_group() -> None:
     assert build_samples(mixed, _scored(mixed), "grpo_step").nonzero_frac == 1.0
 
 
-def test_dapo_hints_drop_tie_groups_widen_clip_high_and_aggregate_by_token() -> None:
+def test_filter_groups_drops_the_groups_the_estimator_does_not_keep() -> None:
     batch = [_trajectory(1, 0, True), _trajectory(1, 0, False), _trajectory(2, 1, False), _trajectory(2, 1, False)]
-    dapo = build_samples(batch, _scored(batch), "dapo_step")
-    assert dapo.groups_dropped == 1 and len(dapo.samples) == 4 and dapo.loss_agg == "token_mean"
-    assert {(s.clip_low, s.clip_high) for s in dapo.samples} == {(None, DAPO_CLIP_HIGH)}
+    dapo = build_samples(batch, _scored(batch), "dapo_step", filter_groups=True)
+    assert dapo.groups_dropped == 1 and len(dapo.samples) == 4
     assert dapo.nonzero_frac == 0.5  # the dropped group's 4 steps count as unused
-    grpo = build_samples(batch, _scored(batch), "grpo_step")
-    assert grpo.loss_agg == "seq_mean" and {(s.clip_low, s.clip_high) for s in grpo.samples} == {(None, None)}
+    kept = build_samples(batch, _scored(batch), "dapo_step")  # without the key the tie group stays, at A = 0
+    assert kept.groups_dropped == 0 and len(kept.samples) == 8
+    assert sorted(s.advantage for s in kept.samples)[2:6] == [0.0] * 4
+    assert {(s.clip_low, s.clip_high) for s in dapo.samples} == {(None, None)}  # the actor's clip range applies
+
+
+def test_dapos_clip_range_and_token_mean_are_the_actors_keys() -> None:
+    cfg = load_config(overrides=[*FAKE, "algorithm.adv_estimator=dapo_step", "algorithm.filter_groups=true",
+                                 f"actor_rollout_ref.actor.clip_ratio_high={DAPO_CLIP_HIGH}",
+                                 "actor_rollout_ref.actor.loss_agg_mode=token-mean"])
+    ppo = ppo_config(cfg)
+    assert (ppo.clip_low, ppo.clip_high, ppo.loss_agg) == (0.2, DAPO_CLIP_HIGH, "token_mean")
+    shipped = ppo_config(load_config(overrides=FAKE))
+    assert (shipped.clip_high, shipped.loss_agg) == (0.2, "seq_mean")  # null = seq-mean-token-mean, any estimator
 
 
 def test_the_std_options_reach_the_estimator() -> None:
@@ -273,7 +284,7 @@ def test_a_token_policy_trains_per_token_and_learns(tmp_path: Path, monkeypatch:
         built.append(TokenFormPolicy(seed=seed))
         return built[-1]
 
-    monkeypatch.setitem(POLICIES, "tiny-token-form", token_policy)
+    monkeypatch.setitem(POLICIES.entries, "tiny-token-form", token_policy)
     summary, run = run_training(tmp_path, "actor_rollout_ref.model.name=tiny-token-form", "trainer.total_epochs=8",
                                 "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum")
     assert summary["after"]["success"] > summary["before"]["success"] == 0.0
@@ -301,7 +312,7 @@ def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
         def reset(self, task: Task) -> Observation:
             raise EnvCrashed("chromium did not start")
 
-    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    monkeypatch.setitem(ENVS.entries, "fake-form", NoBrowser)
     with pytest.raises(NoUsableEpisodes, match=r"the evaluation before RL: all 4 episodes failed in their environment"):
         run_training(tmp_path)
     run = RunDir(tmp_path / "run")
@@ -311,9 +322,9 @@ def test_an_epoch_without_one_usable_episode_stops_training_before_a_checkpoint(
     assert code == 1 and "admire train: error: the evaluation before RL: all 4 episodes failed" in err
     assert "Traceback" not in err
     # Only the training episodes fail (the evaluation ran): the epoch is not checkpointed either.
-    monkeypatch.setitem(ENVS, "fake-form", SeededFormEnv)
+    monkeypatch.setitem(ENVS.entries, "fake-form", SeededFormEnv)
     _, started = run_training(tmp_path, "trainer.total_epochs=0", name="started")
-    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    monkeypatch.setitem(ENVS.entries, "fake-form", NoBrowser)
     with pytest.raises(NoUsableEpisodes, match=r"epoch 0: all 16 episodes failed in their environment"):
         train(load_config(overrides=FAKE), started, console=Console(quiet=True), encoder=TrigramEncoder())
     assert started.load_checkpoint()["state"]["epoch"] == 0  # still the start: epoch 0 was not checkpointed
@@ -411,7 +422,7 @@ def test_admire_eval_with_no_usable_episode_is_one_line_and_exit_1(
             raise EnvCrashed("chromium did not start")
 
     assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=run", "trainer.total_epochs=1"]) == 0
-    monkeypatch.setitem(ENVS, "fake-form", NoBrowser)
+    monkeypatch.setitem(ENVS.entries, "fake-form", NoBrowser)
     capsys.readouterr()
     code = main(["eval", "--checkpoint", str(tmp_path / "run")])
     captured = capsys.readouterr()

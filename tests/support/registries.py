@@ -1,7 +1,7 @@
 """Every plug-in registry put back as it was after each test (the autouse fixture in ``tests/conftest.py``).
 
 A test may register a backend, a policy, a generator, an estimator or an executor however it likes —
-``@register_env("fake")``, ``ENVS["fake"] = …``, ``monkeypatch.setitem(POLICIES, …)`` — and the next
+``@register_env("fake")``, ``ENVS["fake"] = …``, ``monkeypatch.setitem(POLICIES.entries, …)`` — and the next
 test sees the registries as they were before it: names added are gone, names replaced or removed are
 back. The snapshot is each registry's entry table (a dict copy, nothing imported), so it costs
 microseconds per test. What is registered at import time (a test module's module-level ``@register_env``

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from admire.config import load_config
+from admire.config import compose_config
+from admire.config_files import plain
+from admire.config_schema import TrainingConfig, validate_config
 from admire.milestones.bank import MilestoneBank
 from admire.milestones.generator import make_generator
 from admire.milestones.update import update_bank
@@ -35,9 +37,9 @@ def recorded_batch() -> list[Trajectory]:
             if line.strip()]
 
 
-def config(**sections: Any) -> DictConfig:
+def config(**sections: Any) -> TrainingConfig:
     """The shipped config with ``sections`` merged in (``milestone_reward={"update_before_reward": False}``)."""
-    return OmegaConf.merge(load_config(), OmegaConf.create(sections))
+    return validate_config(OmegaConf.merge(compose_config(), OmegaConf.create(sections)))
 
 
 def response_length(trajectory_id: str, step: int) -> int:
@@ -88,7 +90,7 @@ def cpu_rewards(trajectories: Sequence[Trajectory], cfg: DictConfig, epoch: int,
                 ) -> dict[str, list[RewardBreakdown]]:
     """The CPU trainer's steps 2–3 on ``trajectories`` (its usable ones): a fresh bank at ``path`` updated
     from the successes, then ``score_batch`` with λ(``epoch``); rewards by trajectory id."""
-    reward_cfg = RewardConfig.from_mapping(OmegaConf.to_container(cfg, resolve=True))
+    reward_cfg = RewardConfig.from_mapping(plain(cfg))
     usable = [t for t in trajectories if not t.excluded]
     with MilestoneBank(path, mode=cfg.milestone_reward.mode) as bank:
         update_bank(bank, usable, make_generator(cfg.milestone_reward.generator), key=cfg.milestone_reward.key,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
+    from admire.config_schema import TrainingConfig
 
 HELP = "evaluate a checkpoint (or a run directory) greedily on held-out seeds of a suite"
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(args: argparse.Namespace, path: Path) -> DictConfig:
+def _config(args: argparse.Namespace, path: Path) -> TrainingConfig:
     """The run's config (or the default one) with the arguments applied, validated by the schema."""
     from admire.config import load_config, load_run_config
     from admire.rl.builders import check_config
@@ -91,15 +91,12 @@ def _config(args: argparse.Namespace, path: Path) -> DictConfig:
     run_dir = path if path.is_dir() else path.parent.parent
     if path.is_dir() and path.name == "checkpoints" and not (path / "config.yaml").exists():
         run_dir = path.parent
+    flags = [f"{key}={value}" for key, value in (("env.suite", args.suite), ("trainer.eval_episodes", args.episodes),
+                                                 ("env.max_envs", args.max_envs))  # that many of each backend
+             if value is not None]
     if (run_dir / "config.yaml").exists():
-        cfg = load_run_config(run_dir, args.overrides)
+        cfg = load_run_config(run_dir, [*args.overrides, *flags])
     else:
-        cfg = load_config(overrides=args.overrides)
-    if args.suite is not None:
-        cfg.env.suite = args.suite
-    if args.episodes is not None:
-        cfg.trainer.eval_episodes = args.episodes
-    if args.max_envs is not None:
-        cfg.env.max_envs = args.max_envs  # that many of each backend in env.src
+        cfg = load_config(overrides=[*args.overrides, *flags])
     check_config(cfg, judge_given=True)  # evaluation scores success only: no judge needed
     return cfg

@@ -40,7 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from admire.extras import require
 
     require(*TRAIN_IMPORTS, extra="train", feature="training")
-    from omegaconf import OmegaConf
     from rich.console import Console
 
     from admire.config import load_config
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"admire train: error: {exc}", file=sys.stderr)
             return 2
         cfg.run.name = run_dir.path.name
-        atomic_write_text(run_dir.config, OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(run_dir.config, config_yaml(cfg))
         console.print(f"[bold]run[/bold] {run_dir.path}")
     if on_verl(cfg):
         return train_on_verl(cfg, run_dir.path, console)
@@ -121,9 +120,17 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------------
 
 def on_verl(cfg: Any) -> bool:
+    return bool(cfg.trainer.backend == "verl")
+
+
+def config_yaml(cfg: Any) -> str:
+    """A run's ``config.yaml``: every value of the typed config written out, its ``config_version`` included, so
+    the run keeps the values it ran with whatever later defaults become (``admire.config_migration``)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.select(cfg, "trainer.backend", default="cpu") == "verl"
+    from admire.config_files import plain
+
+    return OmegaConf.to_yaml(OmegaConf.create(plain(cfg)))
 
 
 def planned_run_dir(cfg: Any, config: str) -> Path:
@@ -320,25 +327,25 @@ def _resumed(resume: str, overrides: list[str]) -> tuple[Any, Any, dict[str, Any
     each override a known key that may change on resume (``config_schema.RESUMABLE_KEYS``)."""
     from omegaconf import OmegaConf
 
-    from admire.config import load_run_config
-    from admire.config_schema import check_resume_overrides
+    from admire.config import read_run_config
+    from admire.config_schema import check_resume_overrides, validate_config
     from admire.rl.builders import check_config
     from admire.runs import RunDir
 
     if not resume.strip():
         raise ValueError("resume: names no run; give its folder, e.g. admire train resume=runs/<name>")
     run_dir = RunDir(resume)
-    load_run_config(run_dir.path)  # "not a run directory" before anything about the overrides
+    stored = read_run_config(run_dir.path)  # "not a run directory" before anything about the overrides
     pairs = check_resume_overrides(overrides)
-    stored = load_run_config(run_dir.path)
     check_credential_endpoints(stored, {key for key, _ in pairs})
-    cfg = load_run_config(run_dir.path, overrides)
-    check_same_backends(stored, cfg)
+    raw = read_run_config(run_dir.path, overrides)
+    check_same_backends(stored, raw)
+    cfg = validate_config(raw)
     check_config(cfg)
     check_files(cfg, fresh=False)
     changed = {}
     for key, _ in pairs:
-        value = OmegaConf.select(cfg, key)
+        value = OmegaConf.select(raw, key)
         changed[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
     return run_dir, cfg, changed
 
@@ -400,6 +407,7 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     changed, say) would mix two experiments in one run. ``ValueError`` (``CheckpointError`` is one): one
     line, before the bank is opened or a browser starts."""
     from admire import checkpoints
+    from admire.config_migration import migrate_flat
     from admire.config_schema import experiment_changes, experiment_values
     from admire.fileio import check_readable
     from admire.tracking import MAX_METRICS_BYTES
@@ -415,6 +423,8 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     recorded = checkpoint.get("experiment")
     if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
         return
+    if "config_version" not in recorded:  # trained before the layout was versioned: the values it ran with
+        recorded = {key: value for key, value in migrate_flat(recorded).items() if key != "config_version"}
     changes = experiment_changes(recorded, experiment_values(cfg))
     if changes:
         more = f" (and {len(changes) - 3} more)" if len(changes) > 3 else ""
@@ -441,8 +451,6 @@ def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> None:
 def finished(run_dir: Any, cfg: Any) -> str | None:
     """What to say when the run already finished under ``cfg`` (its ``summary.json`` covers
     ``trainer.total_epochs`` or the env-step budget), else None."""
-    from omegaconf import OmegaConf
-
     try:
         summary = json.loads(run_dir.summary.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -451,7 +459,7 @@ def finished(run_dir: Any, cfg: Any) -> str | None:
         return None
     epochs, steps = summary.get("epochs"), summary.get("env_steps")
     total = int(cfg.trainer.total_epochs)
-    budget = OmegaConf.select(cfg, "trainer.total_env_steps", default=None)
+    budget = cfg.trainer.total_env_steps
     where = run_dir.path
     if isinstance(epochs, int) and epochs >= total:
         return (f"admire train: {where} is finished ({epochs} of trainer.total_epochs={total} epochs; results in "
@@ -465,10 +473,13 @@ def finished(run_dir: Any, cfg: Any) -> str | None:
 
 
 def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
-    """Append this resume to ``resumes.jsonl`` (time, overrides) and write the changed values into
-    ``config.yaml`` (atomically), so the run's config says what it now trains with."""
+    """Append this resume to ``resumes.jsonl`` (time, overrides) and write ``config.yaml`` again (atomically)
+    when the overrides changed a value or the stored file had an older layout: the run's config then says what
+    it now trains with, every value written out at today's ``config_version``. An older file is kept beside it
+    as ``config.v<N>.yaml``."""
     from omegaconf import OmegaConf
 
+    from admire.config_migration import CONFIG_VERSION, stored_version
     from admire.runs import atomic_write_text
 
     run_dir.remove_partial_writes()  # a killed run's half-written files; the resume is sure to run now
@@ -477,8 +488,11 @@ def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
         history.write(json.dumps(entry, sort_keys=True) + "\n")
         history.flush()
         os.fsync(history.fileno())
-    if changed:
-        stored = OmegaConf.load(run_dir.config)
-        for key, value in changed.items():
-            OmegaConf.update(stored, key, value, merge=False, force_add=True)
-        atomic_write_text(run_dir.config, OmegaConf.to_yaml(stored))
+    stored = OmegaConf.to_container(OmegaConf.load(run_dir.config), resolve=False)
+    version = stored_version(stored) if isinstance(stored, dict) else 0
+    if version < CONFIG_VERSION:
+        kept = run_dir.path / f"config.v{version}.yaml"
+        if not kept.exists():
+            atomic_write_text(kept, run_dir.config.read_text(encoding="utf-8"))
+    if changed or version < CONFIG_VERSION:
+        atomic_write_text(run_dir.config, config_yaml(cfg))

@@ -3,9 +3,11 @@
 An estimator takes one *group* (the rollouts of one task) as ``GroupSample``s — each trajectory's per-step
 R_total(t), its outcome and whether it is excluded — and returns an ``AdvantageResult``: one tuple of
 per-step advantages per sample, aligned with the input, ``None`` for excluded samples (an env error is
-never scored as a failure, so it neither gets a gradient nor moves the group's baseline). The result also
-carries the loss hints a trainer needs: PPO clip range, how the loss is aggregated, and whether the group
-is kept at all (DAPO's dynamic sampling).
+never scored as a failure, so it neither gets a gradient nor moves the group's baseline), and whether the
+group is worth keeping (``keep``: DAPO's dynamic sampling marks a group whose rewards all tie). An estimator
+returns numbers only: how the loss is clipped (``actor.clip_ratio_*``) and aggregated (``actor.loss_agg_mode``)
+and whether groups not kept are dropped (``algorithm.filter_groups``) are config keys, read the same way by
+the CPU trainer and by verl, so an estimator means the same thing on both.
 
 Standard deviations are population ones (ddof=0): the group *is* the population being normalised, and
 ddof=0 keeps a two-sample group well defined. Exact ties give advantages of exactly 0, not rounding noise
@@ -31,7 +33,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -39,19 +41,16 @@ from admire.registry import Registry
 from admire.types import RewardBreakdown, Trajectory
 
 EPS = 1e-6
-CLIP_LOW = 0.2
 DAPO_CLIP_HIGH = 0.28
+"""DAPO's clip-higher (``actor_rollout_ref.actor.clip_ratio_high`` in a DAPO config; the shipped one is 0.2)."""
 SHIPPED_STD_FLOOR = 0.1
 """The ``algorithm.std_floor`` this project ships (the module docstring says why); 0.0 is the paper."""
 FAILED_BASELINES: tuple[str, ...] = ("mean", "zero")
 OPTIONS: tuple[str, ...] = ("norm_by_std", "std_floor", "failed_baseline")
 """The keyword options ``compute_advantages`` knows and checks."""
-
-LossAggregation = Literal["seq_mean", "token_mean"]
-"""``seq_mean``: each step's action tokens are averaged, then steps are averaged over the batch (paper
-Eq. 12, "averaged over the total number of steps"); ``token_mean``: every token of the batch counts once
-(DAPO's token-level aggregation, so long actions are not down-weighted)."""
-
+CONFIG_KEYS: dict[str, str] = {"norm_adv_by_std_in_grpo": "norm_by_std", "std_floor": "std_floor",
+                               "failed_group_baseline": "failed_baseline"}
+"""``algorithm.<key>`` (the same names in verl's ``algorithm`` section) → the option it sets."""
 
 @dataclass(frozen=True)
 class GroupSample:
@@ -90,13 +89,11 @@ def group_samples(
 
 @dataclass(frozen=True)
 class AdvantageResult:
-    """Per-step advantages of a group (aligned with its samples) and the loss hints of the estimator."""
+    """Per-step advantages of a group (aligned with its samples), whether the group is worth keeping (with
+    ``algorithm.filter_groups`` the trainers drop the groups that are not), and the group's statistics."""
 
     advantages: tuple[tuple[float, ...] | None, ...]
     keep: bool = True
-    clip_low: float = CLIP_LOW
-    clip_high: float = CLIP_LOW
-    loss_agg: LossAggregation = "seq_mean"
     info: dict[str, float] = field(default_factory=dict)
 
 
@@ -158,15 +155,21 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def _declared(estimator: AdvantageEstimator, options: dict[str, Any]) -> dict[str, Any]:
+def declared_options(estimator: AdvantageEstimator) -> frozenset[str]:
+    """The options of ``OPTIONS`` that ``estimator`` takes (all of them with ``**options``; none when its
+    signature cannot be read). The config schema refuses a non-default value of one it does not take."""
     try:
         parameters = inspect.signature(estimator).parameters.values()
     except (TypeError, ValueError):  # a builtin or C callable: pass nothing it may not take
-        return {}
+        return frozenset()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return dict(options)
-    names = {p.name for p in parameters
-             if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+        return frozenset(OPTIONS)
+    return frozenset(p.name for p in parameters if p.name in OPTIONS
+                     and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+
+def _declared(estimator: AdvantageEstimator, options: dict[str, Any]) -> dict[str, Any]:
+    names = declared_options(estimator)
     return {key: value for key, value in options.items() if key in names}
 
 
@@ -244,18 +247,17 @@ def rloo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_f
 
 def dapo_step(samples: Sequence[GroupSample], *, norm_by_std: bool = True, std_floor: float = 0.0,
               failed_baseline: str = "mean") -> AdvantageResult:
-    """``grpo_step`` plus DAPO's training hints: clip-higher, dynamic sampling, token-level loss.
-
-    A group whose pooled step rewards all tie has zero advantage everywhere; DAPO drops it (``keep``
-    False) so the batch is refilled with groups that carry signal instead of diluting the loss. The
-    normalisation options are ``grpo_step``'s; a group kept with a tiny spread under ``std_floor`` gets
-    tiny advantages rather than being dropped (only exact ties are dropped).
+    """``grpo_step`` plus DAPO's dynamic-sampling mark: a group whose pooled step rewards all tie has zero
+    advantage everywhere and is not kept (``keep`` False), so with ``algorithm.filter_groups=true`` it takes no
+    place in the loss rather than dilute it. DAPO's other two settings are config keys of the actor, the same
+    on both trainers: ``clip_ratio_high=0.28`` (``DAPO_CLIP_HIGH``) and ``loss_agg_mode=token-mean``. The
+    normalisation options are ``grpo_step``'s; a group with a tiny spread under ``std_floor`` gets tiny
+    advantages rather than being dropped (only exact ties are not kept).
     """
     base = grpo_step(samples, norm_by_std=norm_by_std, std_floor=std_floor, failed_baseline=failed_baseline)
     pooled = _pooled(samples)
     keep = pooled.size > 0 and not _all_tie(pooled)
-    return AdvantageResult(base.advantages, keep=keep, clip_low=CLIP_LOW, clip_high=DAPO_CLIP_HIGH,
-                           loss_agg="token_mean", info=base.info)
+    return AdvantageResult(base.advantages, keep=keep, info=base.info)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import (
     Decision,
@@ -31,8 +30,8 @@ from admire.agent.base import (
     make_policy,
 )
 from admire.checkpoints import check_weight_types
-from admire.config import LEGACY_DEFAULTS
 from admire.config_files import plain
+from admire.config_schema import DEFAULT_LOSS_AGG_MODE, TrainingConfig
 from admire.embeddings import Encoder
 from admire.envs.building import check_device_pools
 from admire.rewards import RewardConfig
@@ -42,24 +41,21 @@ from admire.rl.scoring import judge_section
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """The loop's keys that runs written before them lack, with the defaults they ran with (so an older run's
-    ``config.yaml`` still resumes, and behaves as it did)."""
+    """The loop's own keys: the training-instance pool, the env-step budget, the advantage estimator's
+    options and whether groups it does not keep are dropped (``algorithm.*``)."""
 
     instances_per_task: int | None = None
     total_env_steps: int | None = None
     advantage_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    filter_groups: bool = False
 
     @classmethod
-    def from_config(cls, cfg: DictConfig) -> LoopSettings:
-        instances = _optional_int(cfg, "env.train_instances_per_task")
-        budget = _optional_int(cfg, "trainer.total_env_steps")
-        for key, value in (("env.train_instances_per_task", instances), ("trainer.total_env_steps", budget)):
-            if value is not None and value < 1:
-                raise ValueError(f"{key} must be a positive integer or null, got {value}")
-        options = {"norm_by_std": bool(_legacy(cfg, "algorithm.norm_adv_by_std_in_grpo")),
-                   "std_floor": float(_legacy(cfg, "algorithm.std_floor")),
-                   "failed_baseline": str(_legacy(cfg, "algorithm.failed_group_baseline"))}
-        return cls(instances_per_task=instances, total_env_steps=budget, advantage_options=options)
+    def from_config(cls, cfg: TrainingConfig) -> LoopSettings:
+        algorithm = cfg.algorithm
+        options = {"norm_by_std": algorithm.norm_adv_by_std_in_grpo, "std_floor": float(algorithm.std_floor),
+                   "failed_baseline": algorithm.failed_group_baseline}
+        return cls(instances_per_task=cfg.env.train_instances_per_task, total_env_steps=cfg.trainer.total_env_steps,
+                   advantage_options=options, filter_groups=algorithm.filter_groups)
 
 
 @dataclass(frozen=True)
@@ -71,70 +67,46 @@ class RunSettings:
     ppo: PPOConfig
 
 
-def check_config(cfg: DictConfig, *, judge_given: bool = False) -> RunSettings:
+def check_config(cfg: TrainingConfig, *, judge_given: bool = False) -> RunSettings:
     """Refuse, with one line, what would only fail later in the run (``admire train`` calls it before it
     makes a run directory); ``judge_given``: a judge is passed in, so none needs configuring. The typed
-    schema (``admire.config_schema``) checks every key first; the components' own checks follow."""
-    from admire.config_schema import validate_config
-
-    validate_config(cfg)
+    schema (``admire.config_schema``) checked every key when the config was loaded; the components' own
+    checks follow here."""
     settings = RunSettings(RewardConfig.from_mapping(plain(cfg)), LoopSettings.from_config(cfg), ppo_config(cfg))
     model = plain(cfg.actor_rollout_ref.model)
     policy_options(str(model["name"]), {k: v for k, v in model.items() if k not in ("name", "path")})
-    if not judge_given and str(OmegaConf.select(cfg, "reward.mode", default="admire")) == "judge":
+    if not judge_given and cfg.reward.mode == "judge":
         judge_section(cfg)
-    check_device_pools(cfg)  # adb, the launcher and one emulator per env, before a run dir is made
+    check_device_pools(cfg.env)  # adb, the launcher and one emulator per env, before a run dir is made
     return settings
-
-
-def ppo_config(cfg: DictConfig) -> PPOConfig:
-    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``max_kl``, ``entropy_coef`` optional)."""
-    actor = cfg.actor_rollout_ref.actor
-    target_kl = _legacy(cfg, "actor_rollout_ref.actor.target_kl")
-    max_kl = _legacy(cfg, "actor_rollout_ref.actor.max_kl")
-    micro = _legacy(cfg, "actor_rollout_ref.actor.ppo_max_answer_tokens")
-    return PPOConfig(
-        epochs=int(actor.ppo_epochs),
-        minibatch_size=int(actor.ppo_mini_batch_size),
-        clip_low=float(actor.clip_ratio_low),
-        clip_high=float(actor.clip_ratio_high),
-        kl_coef=float(actor.kl_coef),
-        max_grad_norm=float(actor.max_grad_norm),
-        entropy_coef=float(_legacy(cfg, "actor_rollout_ref.actor.entropy_coef")),
-        target_kl=None if target_kl is None else float(target_kl),
-        max_kl=None if max_kl is None else float(max_kl),
-        max_answer_tokens=None if micro is None else int(micro),
-    )
 
 
 LOSS_AGG_MODES: dict[str, LossAggregation] = {
     "token-mean": "token_mean", "seq-mean-token-mean": "seq_mean", "seq-mean-token-sum": "seq_mean_token_sum",
 }
-"""verl's ``actor.loss_agg_mode`` names → ``ppo_update``'s ``loss_agg``."""
+"""verl's ``actor.loss_agg_mode`` names → ``ppo_update``'s ``loss_agg`` (the same key on both trainers)."""
 
 
-def ppo_cfg_loss_agg(cfg: DictConfig, hint: LossAggregation) -> LossAggregation:
-    """``actor_rollout_ref.actor.loss_agg_mode`` when set (verl's names), else the estimator's hint
-    (``dapo_step``: token mean; the others: each step's tokens averaged, then the steps)."""
-    mode = _legacy(cfg, "actor_rollout_ref.actor.loss_agg_mode")
-    return hint if mode is None else LOSS_AGG_MODES[str(mode)]
+def ppo_config(cfg: TrainingConfig) -> PPOConfig:
+    """``actor_rollout_ref.actor.*`` as a ``PPOConfig`` (``target_kl``, ``max_kl``, ``entropy_coef`` optional;
+    ``loss_agg_mode`` in verl's names, null = ``seq-mean-token-mean``, the paper's)."""
+    actor = cfg.actor_rollout_ref.actor
+    return PPOConfig(
+        epochs=actor.ppo_epochs,
+        minibatch_size=actor.ppo_mini_batch_size,
+        clip_low=float(actor.clip_ratio_low),
+        clip_high=float(actor.clip_ratio_high),
+        kl_coef=float(actor.kl_coef),
+        max_grad_norm=float(actor.max_grad_norm),
+        entropy_coef=float(actor.entropy_coef),
+        target_kl=None if actor.target_kl is None else float(actor.target_kl),
+        max_kl=None if actor.max_kl is None else float(actor.max_kl),
+        max_answer_tokens=actor.ppo_max_answer_tokens,
+        loss_agg=LOSS_AGG_MODES[actor.loss_agg_mode or DEFAULT_LOSS_AGG_MODE],
+    )
 
 
-def _legacy(cfg: DictConfig, key: str) -> Any:
-    """``key``, or the value a run written before it existed behaved with (``config.LEGACY_DEFAULTS``)."""
-    return OmegaConf.select(cfg, key, default=LEGACY_DEFAULTS[key])
-
-
-def _optional_int(cfg: DictConfig, key: str) -> int | None:
-    value = OmegaConf.select(cfg, key, default=None)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be a positive integer or null, got {value!r}")
-    return value
-
-
-def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> TrainablePolicy:
+def build_policy(cfg: TrainingConfig, encoder: Encoder | None = None) -> TrainablePolicy:
     """The policy ``actor_rollout_ref.model.name`` with the other keys of that section as its options
     (and ``encoder``, when given, as the sentence encoder of a policy that takes one).
 
@@ -151,7 +123,7 @@ def build_policy(cfg: DictConfig, encoder: Encoder | None = None) -> TrainablePo
     return check_trainable(make_policy(name, seed=int(cfg.run.seed), **options), name)
 
 
-def initial_policy(cfg: DictConfig, encoder: Encoder | None = None) -> TrainablePolicy:
+def initial_policy(cfg: TrainingConfig, encoder: Encoder | None = None) -> TrainablePolicy:
     """``build_policy``, then, for a policy that does not read ``model.path`` itself (``dom``), the weights of
     the checkpoint it names: the policy a new run starts from."""
     policy = build_policy(cfg, encoder=encoder)
@@ -237,7 +209,7 @@ def reference_policy(policy: Any) -> Any:
     return _ReferenceView(policy) if holds_reference(policy) else copy.deepcopy(policy)
 
 
-def policy_from_checkpoint(cfg: DictConfig, checkpoint: Path) -> Any:
+def policy_from_checkpoint(cfg: TrainingConfig, checkpoint: Path) -> Any:
     """The policy of ``cfg`` with the weights of ``checkpoint``, before any browser starts; an unreadable
     checkpoint or one for another policy is a one-line ``ValueError`` (``CheckpointError`` is one)."""
     configure_threads(cfg.trainer.threads)

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import Policy, scores_tokens
+from admire.config_schema import TrainingConfig, WarmStartSection
 from admire.envs.building import env_specs, make_envs
 from admire.envs.suites import Suite, get_suite
 from admire.progress import ProgressFn, TrainingProgress, counting
@@ -33,28 +33,28 @@ class NoUsableEpisodes(RuntimeError):
     """An epoch whose every episode was an environment error: training stops rather than checkpoint nothing."""
 
 
-def no_usable_episodes(what: str, trajectories: Sequence[Trajectory], cfg: DictConfig, run: RunDir | None) -> str:
+def no_usable_episodes(what: str, trajectories: Sequence[Trajectory], cfg: TrainingConfig,
+                       run: RunDir | None) -> str:
     """The one-line error for a batch of episodes that all failed in their environment."""
     errors = sorted({str(t.info.get("env_error", "env error"))[:200] for t in trajectories})
     then = f", then `admire train resume={run.path}`" if run is not None else ""
     return (f"{what}: all {len(trajectories)} episodes failed in their environment ({'; '.join(errors[:3])}); "
             f"nothing was trained or checkpointed. Check the backend with "
-            f"`python -m admire.envs.check_env {env_specs(cfg)[0]}`{then}")
+            f"`python -m admire.envs.check_env {env_specs(cfg.env)[0]}`{then}")
 
 
 def evaluate(
-    policy: Policy, envs: Sequence[Any], suite: Suite, cfg: DictConfig, run: RunDir | None, *, epoch: int,
+    policy: Policy, envs: Sequence[Any], suite: Suite, cfg: TrainingConfig, run: RunDir | None, *, epoch: int,
     stats: RolloutStats, progress: ProgressFn | None = None,
 ) -> dict[str, float]:
     """Greedy success on held-out seeds, per task and on average; trajectories kept in the run.
     ``progress(done, total)`` hears of every finished episode. No usable episode at all is
     ``NoUsableEpisodes``: a success rate of 0 would be a number about no episode."""
-    tasks: list[Task] = suite.eval_tasks(int(cfg.trainer.eval_episodes),
-                                         split=OmegaConf.select(cfg, "trainer.eval_split", default="test"))
+    tasks: list[Task] = suite.eval_tasks(cfg.trainer.eval_episodes, split=cfg.trainer.eval_split)
     with torch.no_grad():
         trajectories = collect(group_requests(tasks, 1), envs, policy, max_steps=int(cfg.env.max_steps),
                                greedy=True, epoch=max(epoch, 0), stats=stats,
-                               keep_screenshots=bool(cfg.env.get("screenshots", False)),
+                               keep_screenshots=cfg.env.screenshots,
                                on_episode=counting(progress, len(tasks)))
     if trajectories and all(t.excluded for t in trajectories):
         what = "the evaluation before RL" if epoch < 0 else f"the evaluation after epoch {epoch}"
@@ -70,21 +70,22 @@ def evaluate(
     return result
 
 
-def evaluate_policy(cfg: DictConfig, policy: Any, *, progress: ProgressFn | None = None) -> dict[str, float]:
+def evaluate_policy(cfg: TrainingConfig, policy: Any, *, progress: ProgressFn | None = None) -> dict[str, float]:
     """Greedy success of ``policy`` on held-out seeds of ``cfg.env.suite`` (browsers start here);
     ``progress(done, total)`` hears of every finished episode."""
     with ExitStack() as stack:
-        envs = make_envs(cfg, stack)
+        envs = make_envs(cfg.env, stack)
         return evaluate(policy, envs, get_suite(cfg.env.suite), cfg, None, epoch=0, stats=RolloutStats(),
                         progress=progress)
 
 
-def evaluate_checkpoint(cfg: DictConfig, checkpoint: Path, *, progress: ProgressFn | None = None) -> dict[str, float]:
+def evaluate_checkpoint(cfg: TrainingConfig, checkpoint: Path, *,
+                        progress: ProgressFn | None = None) -> dict[str, float]:
     """Load a policy from a checkpoint (or run directory) and evaluate it greedily on ``cfg.env.suite``."""
     return evaluate_policy(cfg, policy_from_checkpoint(cfg, checkpoint), progress=progress)
 
 
-def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: int, *,
+def warm_start(policy: Any, env: Any, suite: Suite, section: WarmStartSection, seed: int, *,
                progress: ProgressFn | None = None, answer_progress: ProgressFn | None = None) -> dict[str, float]:
     """Behaviour cloning on oracle demonstrations of tasks *outside* the training suite.
 
@@ -113,12 +114,12 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: DictConfig, seed: i
     return {"demonstrations": len(demos), **{k: float(v) for k, v in metrics.items()}}
 
 
-def start_of_rl(policy: Any, envs: Sequence[Any], suite: Suite, cfg: DictConfig, run: RunDir, rng: random.Random,
+def start_of_rl(policy: Any, envs: Sequence[Any], suite: Suite, cfg: TrainingConfig, run: RunDir, rng: random.Random,
                 state: TrainState, progress: TrainingProgress) -> TrainState:
     """The state RL starts from: another run's warm start and evaluation before RL
     (``actor_rollout_ref.warm_start.from_run``, its weights and random states loaded into ``policy`` and
     ``rng``), or this run's own warm start (when enabled) and evaluation before RL."""
-    shared_start = OmegaConf.select(cfg, "actor_rollout_ref.warm_start.from_run", default=None)
+    shared_start = cfg.actor_rollout_ref.warm_start.from_run
     if shared_start:
         progress.status(f"starting from {shared_start}: its warm start and its evaluation before RL")
         state = TrainState(**start_from_run(Path(str(shared_start)), policy, rng, run))

@@ -63,7 +63,7 @@ class PPOConfig:
 
     ``target_kl`` None turns the early stop off (the paper's reading: a fixed number of passes).
     ``max_kl`` None turns the per-step trust region off (see ``ppo_update``).
-    ``loss_agg`` is set by the trainer from the advantage estimator's hint (``dapo_step``: token_mean).
+    ``loss_agg`` comes from ``actor_rollout_ref.actor.loss_agg_mode`` (verl's names, the same key on verl).
     ``max_answer_tokens`` (token level only) splits each minibatch into micro-batches of at most that many
     answer tokens (a longer single answer is a micro-batch of its own), each backpropagated before the next
     is scored: the same gradient and the same step as the whole minibatch at once, with the activations of

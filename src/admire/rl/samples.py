@@ -1,16 +1,16 @@
-"""PPO samples from scored trajectories: advantages per group, and the estimator's hints carried with them."""
+"""PPO samples from scored trajectories: advantages per group, and the groups an estimator does not keep dropped
+when ``algorithm.filter_groups`` asks."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from admire.agent.base import Decision
-from admire.rl.advantages import AdvantageResult, compute_advantages, group_samples
-from admire.rl.ppo import LossAggregation, Sample
+from admire.rl.advantages import compute_advantages, group_samples
+from admire.rl.ppo import Sample
 from admire.types import Trajectory
 
 
@@ -21,39 +21,36 @@ class SampleBatch:
     samples: list[Sample]
     groups: int
     groups_dropped: int
-    loss_agg: LossAggregation
     nonzero_frac: float
     """Effective sample utilisation: the share of the batch's trainable steps (those with a log-prob, in
     kept *and* dropped groups) whose advantage is non-zero, |A| > 1e-8; a dropped group counts as zeros."""
 
 
 def build_samples(
-    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], estimator: str, **options: Any
+    trajectories: Sequence[Trajectory], rewards: Sequence[Sequence[Any]], estimator: str, *,
+    filter_groups: bool = False, **options: Any,
 ) -> SampleBatch:
     """PPO samples from scored trajectories, with advantages computed per group.
 
     A group is one task instance rolled out ``rollout.n`` times: keyed by (task, seed, group index), so
     two instances of a task never share a baseline, nor do two groups of the same recurring instance
-    drawn in one epoch. ``options`` go to the estimator (``norm_by_std``, ``std_floor``, ``failed_baseline``). The
-    estimator's hints are honoured: a group it does not keep (DAPO's dynamic sampling) gives no
-    samples, and its clip range goes with each of its samples where it departs from the neutral default
-    (DAPO's clip-higher; otherwise ``actor.clip_ratio_*`` apply).
+    drawn in one epoch. ``options`` go to the estimator (``norm_by_std``, ``std_floor``, ``failed_baseline``).
+    With ``filter_groups`` a group the estimator does not keep (DAPO's dynamic sampling: all rewards tie) gives
+    no samples, so it counts in no denominator of the loss, as verl's rows of such a group do not
+    (``admire.integrations.verl.trainer``). A group with no usable step gives none either way.
     """
     groups: dict[tuple[str, int, int], list[int]] = defaultdict(list)
     for i, trajectory in enumerate(trajectories):
         groups[(trajectory.task.name, trajectory.task.seed, trajectory.group)].append(i)
     samples: list[Sample] = []
     dropped = trainable = nonzero = 0
-    aggregations: set[LossAggregation] = set()
     for members in groups.values():
         result = compute_advantages(estimator, group_samples([trajectories[i] for i in members],
                                                              [rewards[i] for i in members]), **options)
-        if not result.keep:
+        if filter_groups and not result.keep:
             dropped += 1
             trainable += sum(s.log_prob is not None for i in members for s in trajectories[i].steps)
             continue
-        aggregations.add(result.loss_agg)
-        clip_low, clip_high = _clip_hint(result, "clip_low"), _clip_hint(result, "clip_high")
         for i, advantages in zip(members, result.advantages, strict=True):
             if advantages is None:
                 continue
@@ -67,21 +64,7 @@ def build_samples(
                 tokens = step.info.get("token_log_probs")  # a token policy's per-token log-probs
                 samples.append(Sample(Decision(step.observation, tuple(history), step.raw_output),
                                       old_log_prob=step.log_prob, advantage=advantage,
-                                      clip_low=clip_low, clip_high=clip_high,
                                       num_tokens=len(tokens) if tokens else 1,
                                       old_token_log_probs=tuple(float(t) for t in tokens) if tokens else None))
-    if len(aggregations) > 1:
-        raise ValueError(f"advantage estimator {estimator!r} asked for several loss aggregations in one batch: "
-                         f"{sorted(aggregations)}")
     return SampleBatch(samples, groups=len(groups), groups_dropped=dropped,
-                       loss_agg=aggregations.pop() if aggregations else "seq_mean",
                        nonzero_frac=nonzero / trainable if trainable else 0.0)
-
-
-_NEUTRAL_CLIP = {f.name: f.default for f in dataclasses.fields(AdvantageResult) if f.name.startswith("clip_")}
-
-
-def _clip_hint(result: AdvantageResult, name: str) -> float | None:
-    """The estimator's clip bound when it asks for a specific one, else None (the config's bound)."""
-    value = getattr(result, name)
-    return None if value == _NEUTRAL_CLIP[name] else float(value)

@@ -15,20 +15,21 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-from admire.config import LEGACY_DEFAULTS
 from admire.config_files import plain
 from admire.embeddings import Encoder, make_encoder
-from admire.milestones.bank import KeyKind, MilestoneBank, milestone_key
+from admire.milestones.bank import BankMode, KeyKind, MilestoneBank, milestone_key
 from admire.milestones.generator import MilestoneGenerator, UpdateRule, make_generator
 from admire.milestones.matcher import Matcher
 from admire.milestones.update import BankChange, update_bank
 from admire.rewards import RewardConfig, StepJudge, score_batch
 from admire.types import RewardBreakdown, Trajectory
+
+if TYPE_CHECKING:
+    from admire.config_schema import TrainingConfig
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class BatchScorer:
     run: str = ""
 
     @classmethod
-    def from_config(cls, cfg: DictConfig, bank: MilestoneBank, *, encoder: Encoder | None = None,
+    def from_config(cls, cfg: TrainingConfig, bank: MilestoneBank, *, encoder: Encoder | None = None,
                     judge: StepJudge | None = None, generator: MilestoneGenerator | None = None,
                     run: str = "") -> BatchScorer:
         """The parts ``cfg`` (the project's config) describes: ``reward.*``, ``milestone_reward.*`` (the
@@ -74,13 +75,11 @@ class BatchScorer:
         reward = RewardConfig.from_mapping(plain(cfg))
         if judge is None and reward.mode == "judge":
             judge = build_judge(cfg)
-        rule = OmegaConf.select(cfg, "milestone_reward.update_rule",
-                                default=LEGACY_DEFAULTS["milestone_reward.update_rule"])
         return cls(bank=bank, reward=reward,
                    matcher=build_matcher(reward, encoder) if reward.matches_milestones else None,
                    generator=generator if generator is not None else build_generator(cfg),
-                   update_rule=cast(UpdateRule, str(rule)),
-                   update_before_reward=bool(cfg.milestone_reward.update_before_reward), judge=judge, run=run)
+                   update_rule=cast(UpdateRule, cfg.milestone_reward.update_rule),
+                   update_before_reward=cfg.milestone_reward.update_before_reward, judge=judge, run=run)
 
     @property
     def key(self) -> str:
@@ -116,18 +115,18 @@ class BatchScorer:
                            run=self.run, epoch=epoch)
 
 
-def open_bank(cfg: DictConfig, path: str | Path) -> MilestoneBank:
+def open_bank(cfg: TrainingConfig, path: str | Path) -> MilestoneBank:
     """The durable bank at ``path`` in ``milestone_reward.mode``; an empty one in static mode gets the fixed
     list of ``milestone_reward.static_path``, frozen (for a caller with no run directory, such as a TRL
     script; the CPU and verl trainers start and roll back their run's bank with its checkpoints)."""
     section = cfg.milestone_reward
-    bank = MilestoneBank(path, mode=section.mode)
+    bank = MilestoneBank(path, mode=cast(BankMode, section.mode))
     if section.mode == "static" and section.static_path and not bank.keys():
         bank.import_json(section.static_path, freeze=True)
     return bank
 
 
-def start_bank_afresh(cfg: DictConfig, bank: MilestoneBank) -> None:
+def start_bank_afresh(cfg: TrainingConfig, bank: MilestoneBank) -> None:
     """A new run's bank: empty (a run killed before its first checkpoint starts afresh too) and, in static mode,
     holding ``milestone_reward.static_path``'s lists, frozen. The CPU trainer and the verl trainer start with it."""
     bank.rollback(0)
@@ -148,7 +147,7 @@ def build_matcher(reward_cfg: RewardConfig, encoder: Encoder | None = None) -> M
                    contrast_margin=reward_cfg.contrast_margin, prose_threshold=reward_cfg.prose_threshold)
 
 
-def build_generator(cfg: DictConfig) -> MilestoneGenerator:
+def build_generator(cfg: TrainingConfig) -> MilestoneGenerator:
     """The milestone generator Φ of ``milestone_reward.generator``, with its options (the LLM endpoint of
     ``milestone_reward.llm``: ``base_url``, ``model``, ``api_key_env``…)."""
     section = cfg.milestone_reward
@@ -156,7 +155,7 @@ def build_generator(cfg: DictConfig) -> MilestoneGenerator:
     return make_generator(section.generator, **options)
 
 
-def build_judge(cfg: DictConfig) -> StepJudge:
+def build_judge(cfg: TrainingConfig) -> StepJudge:
     """The LLM step judge of ``reward.mode=judge``, from the ``reward.judge`` section (any
     OpenAI-compatible endpoint: ``base_url``, ``model``, ``api_key_env``, ``timeout``, ``max_retries``,
     ``max_steps_per_call``)."""
@@ -165,13 +164,13 @@ def build_judge(cfg: DictConfig) -> StepJudge:
     return LLMJudge.from_config(judge_section(cfg))
 
 
-def judge_section(cfg: DictConfig) -> dict[str, Any]:
+def judge_section(cfg: TrainingConfig) -> dict[str, Any]:
     """``reward.judge`` as a dict, refused in one line when it names no endpoint (``check_config`` asks too,
     before a run directory is made)."""
     from admire.judge import judge_endpoint
 
-    section = OmegaConf.select(cfg, "reward.judge", default=None)
-    return judge_endpoint(OmegaConf.to_container(section, resolve=True) if OmegaConf.is_dict(section) else None)
+    section = cfg.reward.judge
+    return judge_endpoint(section.model_dump() if section is not None else None)
 
 
 # --------------------------------------------------------------------------------------------------

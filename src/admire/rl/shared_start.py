@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
+from admire.config_files import plain
+from admire.config_schema import TrainingConfig
 from admire.runs import RunDir
 
 # Dotted keys whose values decide a run's start (the warm start, then the evaluation before RL).
@@ -32,30 +33,37 @@ NOT_COMPARED: frozenset[str] = frozenset({"actor_rollout_ref.warm_start.enable",
                                           "actor_rollout_ref.warm_start.from_run", "env.train_instances_per_task"})
 
 
-def check_from_run(cfg: DictConfig) -> None:
+def check_from_run(cfg: TrainingConfig) -> None:
     """``warm_start.from_run`` names a run that has a start and was started as this run would be; raises
     ``ValueError`` (one line) otherwise. Reads two small files; writes nothing."""
-    source = OmegaConf.select(cfg, "actor_rollout_ref.warm_start.from_run", default=None)
+    from admire.config import load_run_config
+
+    source = cfg.actor_rollout_ref.warm_start.from_run
     if not source:
         return
-    run = RunDir(Path(str(source)))
+    run = RunDir(Path(source))
     if not run.config.is_file():
         raise ValueError(f"actor_rollout_ref.warm_start.from_run: {source} is not a run directory (no config.yaml)")
     if not run.start_checkpoint.is_file():
         raise ValueError(f"actor_rollout_ref.warm_start.from_run: {source} has no checkpoints/start.json yet; "
                          "let that run finish its warm start and its evaluation before RL first")
-    theirs = OmegaConf.load(run.config)
-    differing = [name for key in START_KEYS for name in _differences(key, cfg, theirs)]
+    theirs = plain(load_run_config(run.path))  # migrated and validated: both sides have every key
+    ours = plain(cfg)
+    differing = [name for key in START_KEYS for name in _differences(key, ours, theirs)]
     if differing:
         raise ValueError(f"actor_rollout_ref.warm_start.from_run: {source} was started with other values of "
                          f"{', '.join(differing)}; start from a run whose start keys equal this run's")
 
 
-def _differences(key: str, ours: DictConfig, theirs: Any) -> list[str]:
-    mine = OmegaConf.select(ours, key, default=None)
-    other = OmegaConf.select(theirs, key, default=None)
-    mine = OmegaConf.to_container(mine, resolve=True) if OmegaConf.is_config(mine) else mine
-    other = OmegaConf.to_container(other, resolve=True) if OmegaConf.is_config(other) else other
+def _select(values: dict[str, Any], key: str) -> Any:
+    node: Any = values
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def _differences(key: str, ours: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    mine, other = _select(ours, key), _select(theirs, key)
     if isinstance(mine, dict) and isinstance(other, dict):
         names = sorted(set(mine) | set(other))
         return [f"{key}.{name}" for name in names

@@ -12,25 +12,23 @@ is resumed from its written trajectories, so no finished trajectory is lost or d
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from admire.agent.base import check_finite_weights, trainable_parameters
 from admire.checkpoints import CheckpointError
 from admire.config_files import plain
-from admire.config_schema import experiment_values
+from admire.config_schema import TrainingConfig, experiment_values
 from admire.embeddings import Encoder
 from admire.envs.building import make_envs
 from admire.envs.suites import get_suite
-from admire.milestones.bank import MilestoneBank, MilestoneBankError
+from admire.milestones.bank import BankMode, MilestoneBank, MilestoneBankError
 from admire.progress import TrainingProgress, counting
 from admire.report import plot_learning_curve
 from admire.rewards import StepJudge
@@ -38,7 +36,6 @@ from admire.rl.builders import (
     check_config,
     configure_threads,
     initial_policy,
-    ppo_cfg_loss_agg,
     reference_policy,
     seed_everything,
 )
@@ -55,7 +52,7 @@ logger = logging.getLogger("admire.trainer")
 
 
 def train(
-    cfg: DictConfig, run: RunDir, *, console: Any = None, encoder: Encoder | None = None,
+    cfg: TrainingConfig, run: RunDir, *, console: Any = None, encoder: Encoder | None = None,
     judge: StepJudge | None = None, on_restored: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Train the policy described by ``cfg`` into ``run``; returns the summary (also in summary.json).
@@ -82,13 +79,13 @@ def train(
 
     with ExitStack() as stack:
         try:
-            bank = MilestoneBank(run.bank, mode=cfg.milestone_reward.mode)
+            bank = MilestoneBank(run.bank, mode=cast(BankMode, cfg.milestone_reward.mode))
         except MilestoneBankError as exc:
             raise CheckpointError(f"{exc}; put back a copy of the run's milestones.sqlite, or start a new run") \
                 from None
         stack.callback(bank.close)
         scorer = BatchScorer.from_config(cfg, bank, encoder=encoder, judge=judge, run=run.path.name)
-        envs = make_envs(cfg, stack)
+        envs = make_envs(cfg.env, stack)
 
         state = TrainState()
         checkpoint = run.load_checkpoint()
@@ -101,7 +98,7 @@ def train(
             on_restored()
         truncate_metrics(run.metrics, before_step=state.epoch)
         tracker = Tracker(run.path, name=run.path.name, config=plain(cfg),
-                          project=str(OmegaConf.select(cfg, "tracking.project", default="admire")),
+                          project=cfg.tracking.project,
                           tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
                           wandb=cfg.tracking.wandb)
         stack.callback(tracker.close)
@@ -144,13 +141,12 @@ def train(
             rewards = scored.rewards
             run.write_rewards("train", epoch, {t.id: r for t, r in zip(usable, rewards, strict=True)}, "trainer")
             # Then advantages per group.
-            batch = build_samples(usable, rewards, cfg.algorithm.adv_estimator, **loop.advantage_options)
+            batch = build_samples(usable, rewards, cfg.algorithm.adv_estimator, filter_groups=loop.filter_groups,
+                                  **loop.advantage_options)
 
-            # 4. PPO-clip update, aggregated as the estimator asks (DAPO: token mean).
+            # 4. PPO-clip update (clip range and loss aggregation: actor_rollout_ref.actor.*).
             policy.train()
-            update = ppo_update(policy, optimizer, batch.samples,
-                                dataclasses.replace(ppo_cfg, loss_agg=ppo_cfg_loss_agg(cfg, batch.loss_agg)),
-                                update_rng, reference=reference)
+            update = ppo_update(policy, optimizer, batch.samples, ppo_cfg, update_rng, reference=reference)
             check_finite_weights(policy, f"the update of epoch {epoch} (its checkpoint was not written)")
             policy.eval()
             timing = {"time/epoch_s": time.perf_counter() - epoch_started}

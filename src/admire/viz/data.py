@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from admire.config import with_legacy_defaults
+from admire.config_migration import migrate
 from admire.fileio import UnreadableFile, read_bounded
 from admire.milestones.bank import MilestoneBank, MilestoneBankError, MilestoneList, milestone_key
 from admire.runs import MAX_TRAJECTORY_FILE_BYTES, RunDir
@@ -209,7 +209,7 @@ class RunData:
                 loaded = yaml.safe_load(text)
             except (OSError, ValueError, RecursionError, yaml.YAMLError):
                 return {}
-            return with_legacy_defaults(loaded) if isinstance(loaded, dict) else {}
+            return migrate(loaded) if isinstance(loaded, dict) else {}
 
         return self._caches.get("config", signature(self.run.config), load)
 

@@ -45,7 +45,7 @@ from tests.support.token_server import ScriptedTokenServer, TinyModelServer
 FORM = Task(name="fake-form/login", seed=0, params={"name": "ann"})
 TYPE_ANN = format_output(validate_action({"action_type": "input_text", "index": 0, "text": "ann"}), reason="type it")
 CLICK_SUBMIT = format_output(validate_action({"action_type": "click", "index": 1}), reason="submit")
-FAKE_ENV = {"src": ["fake-form"], "max_envs": [1], "max_steps": 4, "screenshots": False}
+FAKE_ENV = {"src": ["fake-form"], "max_envs": [1], "max_steps": 4, "screenshots": False, "suite": "miniwob-smoke"}
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ def use_backend(monkeypatch: pytest.MonkeyPatch, **env_options: Any) -> list[See
         built.append(env)
         return env
 
-    monkeypatch.setitem(ENVS, "fake-form", factory)
+    monkeypatch.setitem(ENVS.entries, "fake-form", factory)
     return built
 
 
@@ -358,7 +358,8 @@ def test_an_episode_of_real_miniwob_through_admire_serve_with_a_tiny_model_behin
     model = TinyModelServer(tiny_qwen2_dir, max_new_tokens=8, seed=0, respond=click_the_button)
     server, url = admire_serve("--num-devices", "1")
     try:
-        env = {"src": [f"remote:{url}"], "max_envs": [1], "max_steps": 3, "screenshots": False}
+        env = {"src": [f"remote:{url}"], "max_envs": [1], "max_steps": 3, "screenshots": False,
+               "suite": "miniwob-smoke"}
         task = Task(name="miniwob/click-test", seed=11)
         (outputs,) = play(verl_config(env, response_length=32), model, model.tokenizer, row(task, uid="u1"))
     finally:
@@ -498,7 +499,7 @@ class ScreenshotEnv(ThreadRecordingEnv):
 
 def test_screenshots_cross_ray_as_hashes_and_their_bytes_go_to_the_run_folder(monkeypatch, tokenizer,
                                                                                tmp_path) -> None:
-    monkeypatch.setitem(ENVS, "fake-form", lambda **options: ScreenshotEnv(**options))
+    monkeypatch.setitem(ENVS.entries, "fake-form", lambda **options: ScreenshotEnv(**options))
     env = {**FAKE_ENV, "screenshots": True}
     (outputs,) = play(verl_config(env, run_dir=str(tmp_path)), ScriptedTokenServer(tokenizer, solver), tokenizer,
                       row())

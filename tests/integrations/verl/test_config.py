@@ -85,7 +85,7 @@ def test_the_composed_config_is_what_verl_would_run(tmp_path: Path) -> None:
     # the ADMIRE config reaches verl's processes as its `admire` section, with the run directory
     assert composed.admire.env.suite == "miniwob-smoke" and composed.admire.run_dir == str(run)
     assert OmegaConf.to_container(composed.admire.milestone_reward) == \
-        OmegaConf.to_container(cfg.milestone_reward, resolve=True)
+        cfg.milestone_reward.model_dump(mode="json")
 
 
 def test_verls_own_entry_point_composes_the_command(tmp_path: Path) -> None:
@@ -114,14 +114,19 @@ def test_a_typo_in_a_verl_override_is_one_line() -> None:
                                        "'actor_rollout_ref.actor.optim.lrr'") and "\n" not in str(error.value)
 
 
-def test_the_estimators_loss_hints_and_the_evaluation_cadence() -> None:
+def test_the_loss_keys_and_the_evaluation_cadence() -> None:
     _, pairs = _overrides("verl_stepwise", "algorithm.adv_estimator=dapo_step", "trainer.eval_every=0",
                           "trainer.logger=[console,wandb]")
     assert pairs["algorithm.adv_estimator"] == "admire_dapo_step"
-    assert pairs["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"  # as the CPU trainer takes dapo's hint
-    assert pairs["actor_rollout_ref.actor.clip_ratio_high"] == "0.28"
+    assert pairs["actor_rollout_ref.actor.loss_agg_mode"] == "seq-mean-token-mean"  # the estimator sets nothing
+    assert pairs["actor_rollout_ref.actor.clip_ratio_high"] == "0.2"
     assert (pairs["trainer.test_freq"], pairs["trainer.val_before_train"]) == ("-1", "false")
     assert pairs["trainer.logger"] == "[console,file,wandb]"
+    _, pairs = _overrides("verl_stepwise", "algorithm.adv_estimator=dapo_step",
+                          "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+                          "actor_rollout_ref.actor.clip_ratio_high=0.28")
+    assert pairs["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
+    assert pairs["actor_rollout_ref.actor.clip_ratio_high"] == "0.28"
     _, pairs = _overrides("verl_stepwise", "algorithm.adv_estimator=grpo", "actor_rollout_ref.actor.use_kl_loss=false")
     assert pairs["algorithm.adv_estimator"] == "admire_grpo_traj"  # verl's grpo is outcome GRPO
     assert (pairs["actor_rollout_ref.actor.use_kl_loss"], pairs["actor_rollout_ref.actor.kl_loss_coef"]) == \
@@ -284,7 +289,8 @@ def test_the_attention_kernel_is_flash_attention_only_where_it_is_installed_on_a
     installed: set[str] = set()
     monkeypatch.setattr(verl_config.importlib.util, "find_spec",
                         lambda name: object() if name in installed else (None if name == "flash_attn" else real(name)))
-    gpu, cpu = load_config("verl_stepwise"), load_config("verl_stepwise", ["trainer.device=cpu"])
+    gpu = load_config("verl_stepwise")
+    cpu = load_config("verl_stepwise", ["trainer.device=cpu", "actor_rollout_ref.rollout.name=admire_hf"])
     assert (verl_config.attention(gpu), verl_config.attention(cpu)) == ("sdpa", "sdpa")
     installed.add("flash_attn")
     assert (verl_config.attention(gpu), verl_config.attention(cpu)) == ("flash_attention_2", "sdpa")

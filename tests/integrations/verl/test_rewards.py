@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from admire.config_files import plain
 from admire.integrations.verl.rewards import AdmireStepRewards
 from admire.milestones.bank import milestone_key
 from tests.support.core_scoring import TextHashEncoder
@@ -114,7 +115,7 @@ def test_from_a_verl_config_the_bank_is_the_run_directorys(tmp_path: Path) -> No
     verl path the shipped config does not have)."""
     from omegaconf import OmegaConf
 
-    section = OmegaConf.to_container(config(milestone_reward={"key": "task"}), resolve=True)
+    section = plain(config(milestone_reward={"key": "task"}))
     section.update(run_dir=str(tmp_path / "runs" / "r1"), verl={"overrides": ["trainer.nnodes=1"]})
     verl_config = OmegaConf.create({"admire": section, "trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
     step = AdmireStepRewards.from_verl_config(verl_config, encoder=TextHashEncoder())

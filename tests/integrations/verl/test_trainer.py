@@ -23,9 +23,12 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from admire.integrations.verl import trainer as trainer_module
 from admire.integrations.verl.advantages import register_estimators
+from admire.integrations.verl.config import settings_overrides
 from admire.integrations.verl.rewards import AdmireStepRewards
 from admire.integrations.verl.trainer import AdmireStepTrainer, check_estimator, register, stepwise_batch
-from admire.rl.advantages import compute_advantages, group_samples
+from admire.rl.advantages import DAPO_CLIP_HIGH, compute_advantages, group_samples
+from admire.rl.builders import LOSS_AGG_MODES, LoopSettings, ppo_config
+from admire.rl.samples import build_samples
 from admire.types import Trajectory
 from tests.support.core_scoring import TextHashEncoder
 from tests.support.verl_steps import config, cpu_rewards, recorded_batch, step_rows
@@ -118,6 +121,49 @@ def test_the_advantage_step_scores_the_batch_and_equals_the_cpu_path(
         assert row["advantages"].tolist() == pytest.approx([advantage] * length, abs=1e-5)
     assert metrics["milestones/bank_version"] == 1.0 and metrics["admire/excluded_rows"] == 1.0
     assert metrics["reward/total"] == pytest.approx(np.mean([r for r, _ in expected.values()]), abs=1e-6)
+
+
+DAPO = {"algorithm": {"adv_estimator": "dapo_step", "filter_groups": True},
+        "actor_rollout_ref": {"actor": {"clip_ratio_high": DAPO_CLIP_HIGH, "loss_agg_mode": "token-mean"}}}
+
+
+def test_dapo_step_is_the_same_estimator_on_both_trainers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One DAPO config: the CPU trainer's samples and verl's trainable rows are the same steps with the same
+    advantages (a tie group left out of both), under the same clip range and loss aggregation."""
+    cfg = config(**DAPO)
+    tie = [t.model_copy(update={"id": f"tie-{i}", "group": 3}) for i, t in enumerate(recorded_batch()[3:4] * 2)]
+    groups = {"g0": recorded_batch(), "g1": failed_group(), "g2": tie}
+    rows = step_rows(groups)
+    queue = MemoryQueue({f"k{i}": row for i, row in enumerate(rows)})
+    monkeypatch.setattr(trainer_module, "tq", queue)
+    batch = KVBatchMeta(keys=list(queue.rows), tags=[{} for _ in rows], partition_id="train")
+    trainer = make_trainer(tmp_path, "admire_dapo_step", std_floor=cfg.algorithm.std_floor,  # as verl_overrides set
+                           failed_group_baseline=cfg.algorithm.failed_group_baseline)
+    trainer.admire_rewards = AdmireStepRewards(cfg, tmp_path / "run", encoder=TextHashEncoder())
+    metrics: dict[str, float] = {}
+    trainer._compute_advantage(batch, metrics)
+    on_verl = {(row["extra_fields"]["admire_traj_id"], row["extra_fields"]["admire_step"]):
+               float(row["advantages"][0]) for row in queue.rows.values() if row["response_mask"].any()}
+
+    trajectories = [t for group in groups.values() for t in group]
+    rewards = cpu_rewards(trajectories, cfg, 3, tmp_path / "cpu.sqlite")
+    usable = [t for t in trajectories if not t.excluded]
+    loop = LoopSettings.from_config(cfg)
+    samples = build_samples(usable, [rewards[t.id] for t in usable], "dapo_step", filter_groups=loop.filter_groups,
+                            **loop.advantage_options)
+    step_of = {id(step.observation): (t.id, step.index) for t in usable for step in t.steps}
+    on_cpu = {step_of[id(sample.decision.observation)]: sample.advantage for sample in samples.samples}
+
+    assert samples.groups_dropped == 1 and metrics["adv/groups_dropped"] == 1.0
+    assert not any(key[0].startswith("tie-") for key in on_verl)
+    assert on_verl.keys() == on_cpu.keys()
+    for key, advantage in on_cpu.items():
+        assert on_verl[key] == pytest.approx(advantage, abs=1e-5), key
+    ppo = ppo_config(cfg)
+    pairs = dict(o.split("=", 1) for o in settings_overrides(cfg, tmp_path / "run"))
+    assert (ppo.clip_high, ppo.loss_agg) == (DAPO_CLIP_HIGH, "token_mean")
+    assert float(pairs["actor_rollout_ref.actor.clip_ratio_high"]) == ppo.clip_high
+    assert LOSS_AGG_MODES[pairs["actor_rollout_ref.actor.loss_agg_mode"]] == ppo.loss_agg
 
 
 def test_stepwise_batch_reads_the_contract_from_the_agent_loops_extra_fields() -> None:

@@ -35,9 +35,10 @@ default (normalised, floor 0.0, mean baseline — the paper).
 The std convention is ADMIRE's, not verl's: A = (R − mean)/(max(std, std_floor) + 1e-6) with the population
 std (ddof=0) of the group's pooled steps, and an all-tie group gets exactly 0. verl's built-in ``grpo`` uses
 ``torch.std`` (ddof=1, unbiased) and A = (R − mean)/(std + 1e-6) per sequence, so ``admire_grpo_step`` and
-``grpo`` differ on the same batch (a two-row group: ±1 here, ±0.7071 there). Loss hints of an
-``AdvantageResult`` (DAPO's clip-higher, keep, token-mean loss) have no place in verl's estimator signature:
-they are verl's own settings (``actor.clip_ratio_high``, ``algorithm.filter_groups``, ``actor.loss_agg_mode``).
+``grpo`` differ on the same batch (a two-row group: ±1 here, ±0.7071 there). An ``AdvantageResult``'s ``keep``
+has no place in verl's estimator signature: with ``algorithm.filter_groups`` the ``admire_step`` trainer asks
+:func:`row_results` which rows' groups were kept and takes the others out of the loss, as the CPU trainer
+makes no sample of them. The clip range and the loss aggregation are the actor's config keys on both trainers.
 """
 
 from __future__ import annotations
@@ -52,15 +53,12 @@ require("verl", "torch", extra="verl")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from admire.rl.advantages import ADVANTAGE_ESTIMATORS, GroupSample, compute_advantages  # noqa: E402
+from admire.rl.advantages import ADVANTAGE_ESTIMATORS, CONFIG_KEYS, GroupSample, compute_advantages  # noqa: E402
 
 PREFIX = "admire_"
-CONFIG_OPTIONS: dict[str, str] = {
-    "norm_adv_by_std_in_grpo": "norm_by_std",
-    "std_floor": "std_floor",
-    "failed_group_baseline": "failed_baseline",
-}
-"""verl ``algorithm.<key>`` → the option of ``admire.rl.advantages.compute_advantages`` it sets."""
+CONFIG_OPTIONS: dict[str, str] = CONFIG_KEYS
+"""verl ``algorithm.<key>`` → the option of ``admire.rl.advantages.compute_advantages`` it sets (the CPU
+trainer's keys)."""
 
 VerlEstimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 _ESTIMATORS: dict[str, VerlEstimator] = {}
@@ -109,6 +107,15 @@ def row_advantages(name: str, rewards: np.ndarray, index: Sequence[Any], *, traj
                    options: dict[str, Any] | None = None) -> np.ndarray:
     """One scalar advantage per row (float64): rows regrouped into groups and trajectories, each group run
     through ``compute_advantages(name, …)``; excluded rows get 0."""
+    return row_results(name, rewards, index, traj_index=traj_index, outcome=outcome, excluded=excluded,
+                       options=options)[0]
+
+
+def row_results(name: str, rewards: np.ndarray, index: Sequence[Any], *, traj_index: Sequence[Any] | None = None,
+                outcome: Sequence[float] | None = None, excluded: Sequence[bool] | None = None,
+                options: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``row_advantages`` and, per row, whether the estimator kept its group (``AdvantageResult.keep``): what
+    ``algorithm.filter_groups`` drops from the loss."""
     rewards = np.asarray(rewards, dtype=np.float64).reshape(-1)
     n = rewards.size
     groups = _column("index (uid)", index, n)
@@ -130,10 +137,13 @@ def row_advantages(name: str, rewards: np.ndarray, index: Sequence[Any], *, traj
         rows_of.setdefault(groups[i], {}).setdefault(traj, []).append(i)
 
     advantages = np.zeros(n, dtype=np.float64)
+    kept = np.ones(n, dtype=bool)
     for trajectories in rows_of.values():
         members = list(trajectories.items())
         samples = [_sample(traj, rows, rewards, outcomes, flags) for traj, rows in members]
         result = compute_advantages(name, samples, **options)
+        if not result.keep:
+            kept[[row for _, rows in members for row in rows]] = False
         for (traj, rows), values in zip(members, result.advantages, strict=True):
             if values is None:
                 continue
@@ -141,7 +151,7 @@ def row_advantages(name: str, rewards: np.ndarray, index: Sequence[Any], *, traj
                 raise ValueError(f"estimator {name!r} gave {len(values)} advantages for the {len(rows)} steps "
                                  f"of trajectory {traj!r}: it must return one per step")
             advantages[rows] = values
-    return advantages
+    return advantages, kept
 
 
 # --------------------------------------------------------------------------------------------------

@@ -67,6 +67,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from admire.actions import parse_model_output  # noqa: E402
 from admire.agent.base import PolicyOutput  # noqa: E402
 from admire.agent.prompts import DEFAULT_HISTORY_WINDOW, build_messages  # noqa: E402
+from admire.config_schema import EnvSection  # noqa: E402
 from admire.envs.base import EnvCrashed, GuiEnv, StepResult  # noqa: E402
 from admire.integrations.verl.dataset import AGENT_NAME, task_from_row  # noqa: E402
 from admire.rl.rollout import (  # noqa: E402
@@ -119,9 +120,10 @@ class GuiLoopSettings:
                              "trainer.backend=verl")
         env = OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section)
         assert isinstance(env, dict)
-        missing = [key for key in ("src", "max_envs", "max_steps") if env.get(key) is None]
+        missing = [key for key in ("src", "max_envs", "max_steps", "suite") if env.get(key) is None]
         if missing:
             raise ValueError(f"the admire_gui agent loop needs admire.env.{missing[0]} in verl's config")
+        env_section(env)  # the same checks as the trainer's, in the worker, before any env is built
         window = OmegaConf.select(config, "admire.actor_rollout_ref.model.history_window",
                                   default=DEFAULT_HISTORY_WINDOW)
         reruns = OmegaConf.select(config, "admire.max_reruns", default=DEFAULT_MAX_RERUNS)
@@ -130,6 +132,19 @@ class GuiLoopSettings:
                    history_window=DEFAULT_HISTORY_WINDOW if window is None else int(window),
                    max_reruns=DEFAULT_MAX_RERUNS if reruns is None else int(reruns),
                    run_dir=None if run_dir is None else str(run_dir))
+
+
+def env_section(values: dict[str, Any]) -> EnvSection:
+    """``admire.env`` of verl's config as the typed section the env layer builds from; a bad value is one line."""
+    from pydantic import ValidationError
+
+    try:
+        return EnvSection.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"admire.env.{where} in verl's config: {first['msg']}; compose it with admire train "
+                         "trainer.backend=verl") from None
 
 
 # ------------------------------------------------------------------------------------------ env pool
@@ -210,7 +225,7 @@ class EnvPool:
                 return
             from admire.envs.building import make_envs
 
-            envs = make_envs(OmegaConf.create({"env": self.env_section}), self._stack)
+            envs = make_envs(env_section(self.env_section), self._stack)
             self._threads = ThreadPoolExecutor(max_workers=len(envs), thread_name_prefix="admire-env")
             with self._lock:
                 self.envs = envs

@@ -11,14 +11,15 @@ mapping, key by key (this project's → verl's):
 ``actor_rollout_ref.rollout.n`` / ``.name``  ``actor_rollout_ref.rollout.n`` / ``.name`` (vllm | sglang)
 ``actor_rollout_ref.actor.lr``              ``actor_rollout_ref.actor.optim.lr``
 ``actor.max_grad_norm``                     ``actor.optim.clip_grad`` (what verl 0.9's engines read) and ``grad_clip``
-``actor.clip_ratio_low`` / ``_high``        the same names (``dapo_step``: clip-higher 0.28, as on the CPU path)
-``actor.loss_agg_mode``                     the same name; null = the estimator's (``dapo_step``: token-mean,
-                                            the others: seq-mean-token-mean), as on the CPU path
+``actor.clip_ratio_low`` / ``_high``        the same names, the same values as on the CPU path
+``actor.loss_agg_mode``                     the same name; null = seq-mean-token-mean, as on the CPU path
 ``actor.kl_coef``                           ``actor.use_kl_loss`` (coef > 0) and ``actor.kl_loss_coef``
 ``actor.entropy_coef`` / ``ppo_epochs``     ``actor.entropy_coeff`` / ``actor.ppo_epochs``
 ``algorithm.adv_estimator``                 ``admire_<estimator>`` (registered by ``admire.integrations.verl``)
 ``algorithm.norm_adv_by_std_in_grpo``,      the same names; ``std_floor`` and ``failed_group_baseline`` are
 ``std_floor``, ``failed_group_baseline``    added to verl's ``algorithm`` section, where the estimators read them
+``algorithm.filter_groups``                 read by the ``admire_step`` trainer from the ``admire`` section: the rows
+                                            of a group the estimator does not keep leave the loss, as on the CPU path
 ``trainer.total_epochs``                    ``trainer.total_training_steps`` (one CPU epoch = one verl step)
 ``trainer.tasks_per_epoch``                 ``data.train_batch_size`` and ``actor.ppo_mini_batch_size``
 ``trainer.eval_every``                      ``trainer.test_freq`` (0 → -1), ``val_before_train``, ``save_freq``
@@ -54,7 +55,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from admire.rl.advantages import DAPO_CLIP_HIGH
+from admire.config_files import plain
+from admire.config_schema import DEFAULT_LOSS_AGG_MODE, TrainingConfig
 
 ENTRY = "verl.trainer.main_ppo"
 """verl's training entry point (Hydra, config ``ppo_trainer``), run as ``python -m``."""
@@ -70,9 +72,6 @@ ENGINES: dict[str, str] = {"vllm": "vllm", "sglang": "sglang"}
 """``actor_rollout_ref.rollout.name`` → the module that must import."""
 PROMPT_LENGTH = 4096
 """``data.max_prompt_length``: room for a long screen and the history window (a step's whole prompt)."""
-LOSS_HINTS: dict[str, tuple[str, float | None]] = {"dapo_step": ("token-mean", DAPO_CLIP_HIGH)}
-"""The loss hints of ADMIRE's estimators that are not the defaults (seq-mean-token-mean, the config's clip):
-verl takes them from the config, the CPU trainer from the estimator's result."""
 PLUGIN_MODULE = "admire.integrations.verl.plugin"
 METRICS_PREFIX = "metrics-"
 """verl's metrics of one launch: ``<run>/verl/metrics-<launch time>.jsonl`` (lines ``{"step": n, "data": {...}}``)."""
@@ -84,21 +83,20 @@ PLATFORM_NAME = "admire_cpu"
 # The command
 # --------------------------------------------------------------------------------------------------
 
-def verl_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
+def verl_overrides(cfg: TrainingConfig, run_dir: str | Path) -> list[str]:
     """The Hydra overrides of ``python -m verl.trainer.main_ppo`` for this config and run directory: this
     project's keys in verl's names (module docstring), the ADMIRE trainer, agent loop, dataset and ``admire``
     section, then ``verl.overrides`` unchanged (last, so they win)."""
     return [*settings_overrides(cfg, run_dir), *admire_section_overrides(run_dir), *user_overrides(cfg)]
 
 
-def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
+def settings_overrides(cfg: TrainingConfig, run_dir: str | Path) -> list[str]:
     """Every override but the ``admire`` section and ``verl.overrides`` (what needs no file to exist)."""
     run = Path(run_dir).absolute()
     data = run / VERL_FOLDER
     actor = cfg.actor_rollout_ref.actor
     estimator = str(cfg.algorithm.adv_estimator)
-    hinted_agg, hinted_clip_high = LOSS_HINTS.get(estimator, ("seq-mean-token-mean", None))
-    agg = OmegaConf.select(cfg, "actor_rollout_ref.actor.loss_agg_mode", default=None) or hinted_agg
+    agg = actor.loss_agg_mode or DEFAULT_LOSS_AGG_MODE
     kl_coef = float(actor.kl_coef)
     eval_every = int(cfg.trainer.eval_every)
     batch = int(cfg.trainer.tasks_per_epoch)
@@ -107,8 +105,7 @@ def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
 
     pairs: list[tuple[str, Any]] = [
         ("actor_rollout_ref.model.path", _model_path(str(cfg.actor_rollout_ref.model.path))),
-        ("actor_rollout_ref.rollout.name", str(OmegaConf.select(cfg, "actor_rollout_ref.rollout.name",
-                                                                default="vllm"))),
+        ("actor_rollout_ref.rollout.name", cfg.actor_rollout_ref.rollout.name),
         ("actor_rollout_ref.rollout.n", int(cfg.actor_rollout_ref.rollout.n)),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),  # any GPU count; verl.overrides raises it
         ("actor_rollout_ref.rollout.agent.default_agent_loop", AGENT_LOOP),
@@ -121,12 +118,11 @@ def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
         ("actor_rollout_ref.actor.optim.clip_grad", float(actor.max_grad_norm)),
         ("actor_rollout_ref.actor.grad_clip", float(actor.max_grad_norm)),
         ("actor_rollout_ref.actor.clip_ratio_low", float(actor.clip_ratio_low)),
-        ("actor_rollout_ref.actor.clip_ratio_high", float(hinted_clip_high or actor.clip_ratio_high)),
+        ("actor_rollout_ref.actor.clip_ratio_high", float(actor.clip_ratio_high)),
         ("actor_rollout_ref.actor.loss_agg_mode", str(agg)),
         ("actor_rollout_ref.actor.use_kl_loss", kl_coef > 0),
         ("actor_rollout_ref.actor.kl_loss_coef", kl_coef),
-        ("actor_rollout_ref.actor.entropy_coeff", float(OmegaConf.select(cfg, "actor_rollout_ref.actor.entropy_coef",
-                                                                         default=0.0))),
+        ("actor_rollout_ref.actor.entropy_coeff", float(actor.entropy_coef)),
         ("algorithm.adv_estimator", f"{ESTIMATOR_PREFIX}{estimator}"),
         ("algorithm.norm_adv_by_std_in_grpo", bool(cfg.algorithm.norm_adv_by_std_in_grpo)),
         ("+algorithm.std_floor", float(cfg.algorithm.std_floor)),
@@ -137,8 +133,7 @@ def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
         # A step's prompt is the system turn, the numbered screen and the history: a 20-element MiniWoB++
         # screen is ~650 tokens, past verl's 512, and verl cuts a long prompt from the left (the system turn).
         ("data.max_prompt_length", PROMPT_LENGTH),
-        ("data.max_response_length", int(OmegaConf.select(cfg, "actor_rollout_ref.model.max_new_tokens",
-                                                          default=LM_DEFAULTS["max_new_tokens"]))),
+        ("data.max_response_length", int(model_option(cfg, "max_new_tokens", LM_DEFAULTS["max_new_tokens"]))),
         ("data.shuffle", False),  # the dataset lists the CPU trainer's epochs in order (dataset.py)
         ("trainer.total_epochs", 1),  # one pass over that list ...
         ("trainer.total_training_steps", int(cfg.trainer.total_epochs)),  # ... = total_epochs updates
@@ -147,9 +142,9 @@ def settings_overrides(cfg: DictConfig, run_dir: str | Path) -> list[str]:
         ("trainer.save_freq", eval_every if eval_every > 0 else -1),
         ("trainer.max_actor_ckpt_to_keep", int(cfg.trainer.keep_checkpoints)),
         ("trainer.n_gpus_per_node", int(cfg.trainer.n_gpus_per_node)),
-        ("trainer.nnodes", int(OmegaConf.select(cfg, "trainer.nnodes", default=1))),
+        ("trainer.nnodes", cfg.trainer.nnodes),
         ("trainer.logger", verl_loggers(cfg)),
-        ("trainer.project_name", str(OmegaConf.select(cfg, "tracking.project", default="admire"))),
+        ("trainer.project_name", cfg.tracking.project),
         ("trainer.experiment_name", run.name),
         ("trainer.default_local_dir", str(run / "checkpoints")),
         ("trainer.use_v1", True),
@@ -166,7 +161,12 @@ processes share the machine's cores whatever Ray counts."""
 FP32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 
-def attention(cfg: DictConfig) -> str:
+def model_option(cfg: TrainingConfig, name: str, default: Any) -> Any:
+    """A policy option of ``actor_rollout_ref.model`` (the section's extra keys), or ``default``."""
+    return (cfg.actor_rollout_ref.model.model_extra or {}).get(name, default)
+
+
+def attention(cfg: TrainingConfig) -> str:
     """The actor's attention kernel: flash-attention on a GPU where ``flash_attn`` is installed, else PyTorch's
     ``sdpa`` (verl's default, ``flash_attention_2``, fails to load where the package is missing). Decided where
     ``admire train`` runs: on a cluster, install ``flash_attn`` on every GPU node or on none."""
@@ -175,12 +175,12 @@ def attention(cfg: DictConfig) -> str:
     return "sdpa"
 
 
-def device(cfg: DictConfig) -> str:
-    """``trainer.device`` (``cuda`` for a config that predates the key)."""
-    return str(OmegaConf.select(cfg, "trainer.device", default="cuda"))
+def device(cfg: TrainingConfig) -> str:
+    """``trainer.device``: where verl's workers run."""
+    return cfg.trainer.device
 
 
-def device_pairs(cfg: DictConfig) -> list[tuple[str, Any]]:
+def device_pairs(cfg: TrainingConfig) -> list[tuple[str, Any]]:
     """The settings that follow from ``trainer.device`` and the rollout engine.
 
     Any device: the attention kernel (:func:`attention`); with the ``admire_hf`` rollout, no cache to free
@@ -190,11 +190,11 @@ def device_pairs(cfg: DictConfig) -> list[tuple[str, Any]]:
     agent-loop worker and one TransferQueue storage unit (each is a process on the same cores).
     """
     pairs: list[tuple[str, Any]] = [("++actor_rollout_ref.model.override_config.attn_implementation", attention(cfg))]
-    if OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm") == "admire_hf":
+    if cfg.actor_rollout_ref.rollout.name == "admire_hf":
         pairs.append(("actor_rollout_ref.rollout.free_cache_engine", False))
     if device(cfg) != "cpu":
         return pairs
-    workers = int(cfg.trainer.n_gpus_per_node) * int(OmegaConf.select(cfg, "trainer.nnodes", default=1))
+    workers = cfg.trainer.n_gpus_per_node * cfg.trainer.nnodes
     return [
         *pairs,
         ("trainer.device", "cpu"),
@@ -219,36 +219,36 @@ def admire_section_overrides(run_dir: str | Path) -> list[str]:
             f"hydra.run.dir={hydra_value(str(folder / 'hydra'))}"]  # not ./outputs of the caller's directory
 
 
-def user_overrides(cfg: DictConfig) -> list[str]:
-    return [str(o) for o in (OmegaConf.select(cfg, "verl.overrides", default=None) or [])]
+def user_overrides(cfg: TrainingConfig) -> list[str]:
+    return list(cfg.verl.overrides)
 
 
-def verl_loggers(cfg: DictConfig) -> list[str]:
+def verl_loggers(cfg: TrainingConfig) -> list[str]:
     """``tracking.*`` as verl's ``trainer.logger``: console always, as on the CPU path, and verl's JSONL file
     (one per launch of verl, ``<run>/verl/metrics-<launch time>.jsonl``: verl's file logger truncates its file,
     so a resumed run writes a new one)."""
-    tracking = cfg.get("tracking") or {}
-    return ["console", "file", *[name for name in ("tensorboard", "swanlab", "wandb") if tracking.get(name)]]
+    tracking = cfg.tracking
+    return ["console", "file", *[name for name in ("tensorboard", "swanlab", "wandb") if getattr(tracking, name)]]
 
 
-def verl_environment(cfg: DictConfig, run_dir: str | Path) -> dict[str, str]:
+def verl_environment(cfg: TrainingConfig, run_dir: str | Path) -> dict[str, str]:
     """Environment for verl's process: the trackers' modes and folders (verl reads them from there, not from
     its config) inside the run directory, and the plugin module for a checkout installed without its entry
     point (``import verl`` loads it either way; registering twice is a no-op)."""
     run = Path(run_dir).absolute()
-    tracking = cfg.get("tracking") or {}
+    tracking = cfg.tracking
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE, "TENSORBOARD_DIR": str(run / "tensorboard"),
            "VERL_FILE_LOGGER_PATH": str(run / VERL_FOLDER / f"{METRICS_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}.jsonl")}
     if device(cfg) == "cpu":
         env |= {"VERL_PLATFORM": PLATFORM_NAME, "OMP_NUM_THREADS": "1"}
-    if tracking.get("swanlab"):
+    if tracking.swanlab:
         env |= {"SWANLAB_MODE": str(tracking.swanlab), "SWANLAB_LOG_DIR": str(run / "swanlab")}
-    if tracking.get("wandb"):
+    if tracking.wandb:
         env |= {"WANDB_MODE": str(tracking.wandb), "WANDB_DIR": str(run)}
     return env
 
 
-def verl_command(cfg: DictConfig, run_dir: str | Path, python: str | None = None) -> list[str]:
+def verl_command(cfg: TrainingConfig, run_dir: str | Path, python: str | None = None) -> list[str]:
     """``python -m verl.trainer.main_ppo <overrides>`` as an argv list."""
     return [python or sys.executable, "-m", ENTRY, *verl_overrides(cfg, run_dir)]
 
@@ -301,24 +301,23 @@ def _model_path(path: str) -> str:
 # Checks, in the order admire train runs them: the config, verl's view of it, then this machine
 # --------------------------------------------------------------------------------------------------
 
-def check_verl_config(cfg: DictConfig) -> None:
+def check_verl_config(cfg: TrainingConfig) -> None:
     """What the CPU trainer has and verl does not: refused in one line rather than silently dropped.
     (``validate_config`` already checked every key; this is only what the verl backend cannot honour.)"""
     actor = cfg.actor_rollout_ref.actor
     for key in ("target_kl", "max_kl"):
-        if OmegaConf.select(actor, key, default=None) is not None:
+        if getattr(actor, key) is not None:
             raise ValueError(f"actor_rollout_ref.actor.{key}: verl's actor has no KL limit; set "
                              f"actor_rollout_ref.actor.{key}=null for trainer.backend=verl")
-    if OmegaConf.select(actor, "ppo_max_answer_tokens", default=None) is not None:
+    if actor.ppo_max_answer_tokens is not None:
         raise ValueError("actor_rollout_ref.actor.ppo_max_answer_tokens: verl sizes its micro-batches itself "
                          "(actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu or use_dynamic_bsz); set it to "
                          "null for trainer.backend=verl")
-    if OmegaConf.select(cfg, "actor_rollout_ref.warm_start.enable", default=False):
+    if cfg.actor_rollout_ref.warm_start.enable:
         raise ValueError("actor_rollout_ref.warm_start.enable: the verl backend has no behaviour-cloning warm "
                          "start; start from a model that has one (admire models warm-start writes one) and set it "
                          "to false")
-    rollout = OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm")
-    if rollout == "admire_hf" and bool(OmegaConf.select(cfg, "env.screenshots", default=False)) \
+    if cfg.actor_rollout_ref.rollout.name == "admire_hf" and cfg.env.screenshots \
             and _vision_language(str(cfg.actor_rollout_ref.model.path)):
         raise ValueError("env.screenshots: the admire_hf rollout serves text models only, and this model reads "
                          "images; set env.screenshots=false, or roll out with actor_rollout_ref.rollout.name=vllm")
@@ -392,7 +391,7 @@ def validate_verl_config(composed: DictConfig) -> None:
                          "actor_rollout_ref.rollout.n, trainer.n_gpus_per_node or verl.overrides") from None
 
 
-def check_machine(cfg: DictConfig) -> None:
+def check_machine(cfg: TrainingConfig) -> None:
     """What this machine must have for the run, before anything is written: one line naming the install or
     the setting for the first piece missing (:func:`machine_problems` lists them all)."""
     problems = machine_problems(cfg)
@@ -400,13 +399,13 @@ def check_machine(cfg: DictConfig) -> None:
         raise ValueError(problems[0])
 
 
-def machine_problems(cfg: DictConfig) -> list[str]:
+def machine_problems(cfg: TrainingConfig) -> list[str]:
     """Every piece the run needs that this machine lacks or has in a version verl 0.9.1 cannot drive: verl
     itself, the rollout engine (vLLM in ``constraints/gpu.txt``'s range), flash-attention where the overrides
     ask for it, Chromium for local MiniWoB++ envs, and the GPUs (``trainer.device=cuda``)."""
     problems: list[str] = []
     problems += _version_problems("verl", VERL_VERSIONS, "pip install -e '.[verl]'")
-    engine = str(OmegaConf.select(cfg, "actor_rollout_ref.rollout.name", default="vllm"))
+    engine = cfg.actor_rollout_ref.rollout.name
     if engine in ENGINES:
         module = ENGINES[engine]
         if importlib.util.find_spec(module) is None:
@@ -469,20 +468,19 @@ def _version_problems(package: str, bounds: Sequence[str], fix: str) -> list[str
     return []
 
 
-def _asks_flash_attention(cfg: DictConfig) -> bool:
+def _asks_flash_attention(cfg: TrainingConfig) -> bool:
     return any("attn_implementation" in o and "flash_attention" in o for o in user_overrides(cfg))
 
 
-def _local_miniwob(cfg: DictConfig) -> bool:
-    sources = OmegaConf.select(cfg, "env.src", default=None) or []
-    return any(str(src).split(":", 1)[0] == "miniwob" for src in sources)
+def _local_miniwob(cfg: TrainingConfig) -> bool:
+    return any(src.split(":", 1)[0] == "miniwob" for src in cfg.env.src)
 
 
 # --------------------------------------------------------------------------------------------------
 # Inputs written into the run directory
 # --------------------------------------------------------------------------------------------------
 
-def write_inputs(cfg: DictConfig, run_dir: str | Path) -> list[Path]:
+def write_inputs(cfg: TrainingConfig, run_dir: str | Path) -> list[Path]:
     """verl's inputs under ``<run>/verl/``: the task dataset (``train.parquet``, ``val.parquet``) and the
     ``admire`` section (the resolved config plus ``run_dir``). Returns the paths written."""
     from admire.fileio import atomic_write_text
@@ -491,8 +489,7 @@ def write_inputs(cfg: DictConfig, run_dir: str | Path) -> list[Path]:
     run = Path(run_dir).absolute()
     folder = run / VERL_FOLDER
     paths = list(write_task_dataset(cfg, folder))
-    section = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(section, dict)
+    section: dict[str, Any] = plain(cfg)
     section["run_dir"] = str(run)
     group = folder / ADMIRE_GROUP
     group.mkdir(parents=True, exist_ok=True)

@@ -126,12 +126,9 @@ def _settings(source: Any) -> dict[str, Any]:
                 "instances_per_task": None, "eval_per_task": DEFAULT_EVAL_EPISODES_PER_TASK}
     try:
         env, trainer = source.env, source.trainer
-    except AttributeError:
+    except AttributeError:  # a typed config (admire.config_schema.TrainingConfig) has both
         raise TypeError(f"write_task_dataset takes an ADMIRE config, a Suite or a suite name, "
                         f"got {type(source).__name__}") from None
-    run = source.get("run") or {}
-    instances = env.get("train_instances_per_task")
-    return {"suite": get_suite(str(env.suite)), "epochs": int(trainer.total_epochs),
-            "tasks_per_epoch": int(trainer.tasks_per_epoch), "seed": int(run.get("seed", 0) or 0),
-            "instances_per_task": None if instances is None else int(instances),
-            "eval_per_task": int(trainer.get("eval_episodes", DEFAULT_EVAL_EPISODES_PER_TASK))}
+    return {"suite": get_suite(env.suite), "epochs": trainer.total_epochs, "tasks_per_epoch": trainer.tasks_per_epoch,
+            "seed": source.run.seed, "instances_per_task": env.train_instances_per_task,
+            "eval_per_task": trainer.eval_episodes}

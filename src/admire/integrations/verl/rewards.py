@@ -35,6 +35,7 @@ import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from verl import DataProto  # noqa: E402
 
+from admire.config_schema import TrainingConfig, validate_config  # noqa: E402
 from admire.embeddings import Encoder  # noqa: E402
 from admire.milestones.bank import MilestoneBank  # noqa: E402
 from admire.milestones.generator import MilestoneGenerator  # noqa: E402
@@ -144,14 +145,18 @@ class AdmireStepRewards:
     milestone generator Φ (tests pass fakes). The bank is ``<run_dir>/milestones.sqlite``, the CPU path's.
     """
 
-    def __init__(self, cfg: DictConfig | Mapping[str, Any], run_dir: str | Path, *, encoder: Encoder | None = None,
-                 judge: StepJudge | None = None, generator: MilestoneGenerator | None = None) -> None:
-        from admire.config import load_config
+    def __init__(self, cfg: TrainingConfig | DictConfig | Mapping[str, Any], run_dir: str | Path, *,
+                 encoder: Encoder | None = None, judge: StepJudge | None = None,
+                 generator: MilestoneGenerator | None = None) -> None:
+        from admire.config import compose_config
 
-        given = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
-        defaults = load_config()
-        OmegaConf.set_struct(defaults, False)  # the verl path's sections (``verl``…) are not the shipped ones
-        self.cfg = OmegaConf.merge(defaults, given)
+        if isinstance(cfg, TrainingConfig):
+            self.cfg = cfg
+        else:  # the keys it has over the shipped defaults, validated as the trainer's config is
+            given = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(dict(cfg))
+            defaults = compose_config()
+            OmegaConf.set_struct(defaults, False)  # sections the shipped file does not write out (``verl``…)
+            self.cfg = validate_config(OmegaConf.merge(defaults, given))
         self.run = RunDir(run_dir)
         self.run.path.mkdir(parents=True, exist_ok=True)
         self.bank = MilestoneBank(self.run.bank, mode=self.cfg.milestone_reward.mode)

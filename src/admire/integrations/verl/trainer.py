@@ -63,7 +63,7 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_
 from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer  # noqa: E402
 from verl.workers.utils.padding import response_to_nested  # noqa: E402
 
-from admire.integrations.verl.advantages import PREFIX  # noqa: E402
+from admire.integrations.verl.advantages import PREFIX, options_from_config, row_results  # noqa: E402
 from admire.integrations.verl.rewards import STEP_FIELDS, AdmireStepRewards  # noqa: E402
 
 TRAINER_NAME = "admire_step"
@@ -143,6 +143,19 @@ def admire_advantages(data: DataProto, rewards: AdmireStepRewards, algorithm: An
     data.batch["returns"] = torch.zeros((n, width), dtype=returns.dtype)
     data.batch["advantages"][real_rows] = advantages
     data.batch["returns"][real_rows] = returns
+    if rewards.cfg.algorithm.filter_groups:  # the groups the estimator does not keep leave the loss (CPU: no sample)
+        _, kept = row_results(name.removeprefix(PREFIX),
+                              scored.batch["token_level_rewards"].detach().to(torch.float64).sum(dim=-1).numpy(),
+                              scored.non_tensor_batch["uid"], traj_index=scores.traj_index, outcome=scores.outcome,
+                              excluded=scores.excluded, options=options_from_config(algorithm))
+        dropped = np.zeros(n, dtype=bool)
+        dropped[real] = ~kept
+        trained = torch.as_tensor(~dropped, dtype=data.batch["response_mask"].dtype).unsqueeze(-1)
+        for field in ("response_mask", "loss_mask"):
+            if field in data.batch:
+                data.batch[field] = data.batch[field] * trained.to(data.batch[field].dtype)
+        metrics["adv/groups_dropped"] = float(len({uid for uid, k in zip(scored.non_tensor_batch["uid"], kept,
+                                                                           strict=True) if not k}))
     return data, metrics
 
 
