@@ -111,12 +111,13 @@ def test_a_resumed_run_drops_the_lists_written_after_its_checkpoint(tmp_path: Pa
 
 
 def test_from_a_verl_config_the_bank_is_the_run_directorys(tmp_path: Path) -> None:
-    """The ``admire`` section of verl's config is the whole project config plus ``run_dir`` (and keys of the
-    verl path the shipped config does not have)."""
+    """The ``admire`` section of verl's config is the whole project config plus ``run_dir`` and the agent loop's
+    ``max_reruns`` (and keys of the verl path the shipped config does not have)."""
     from omegaconf import OmegaConf
 
     section = plain(config(milestone_reward={"key": "task"}))
-    section.update(run_dir=str(tmp_path / "runs" / "r1"), verl={"overrides": ["trainer.nnodes=1"]})
+    section.update(run_dir=str(tmp_path / "runs" / "r1"), verl={"overrides": ["trainer.nnodes=1"]},
+                   max_reruns=0)  # the agent loop's own key (verl.overrides=[++admire.max_reruns=0]), not the config's
     verl_config = OmegaConf.create({"admire": section, "trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
     step = AdmireStepRewards.from_verl_config(verl_config, encoder=TextHashEncoder())
     assert step.key == "task" and step.run.bank == tmp_path / "runs" / "r1" / "milestones.sqlite"

@@ -44,6 +44,9 @@ from admire.rl.scoring import BatchScorer, ScoredBatch, start_bank_afresh  # noq
 from admire.runs import RunDir  # noqa: E402
 from admire.types import Trajectory  # noqa: E402
 
+LOOP_KEYS: tuple[str, ...] = ("run_dir", "max_reruns")
+"""Keys of verl's ``admire`` section that are not the project's config: where the run lives and the agent
+loop's own setting (``admire.integrations.verl.agent_loop``)."""
 STEP_FIELDS: tuple[str, ...] = ("uid", "admire_traj_id", "admire_step", "admire_num_steps", "admire_excluded",
                                 "admire_trajectory")
 """The non-tensor fields of a stepwise sample this step reads (its contract with the agent loop and trainer)."""
@@ -177,7 +180,7 @@ class AdmireStepRewards:
             raise ValueError("the verl config has no 'admire' section (the project's reward and milestone keys); "
                              "compose it with `admire train trainer.backend=verl ...`")
         run_dir = OmegaConf.select(section, "run_dir", default=None) or config.trainer.default_local_dir
-        project = {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k != "run_dir"}
+        project = {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k not in LOOP_KEYS}
         return cls(OmegaConf.create(project), Path(str(run_dir)), **overrides)
 
     # ---- the run's bank across verl checkpoints ---------------------------------------------------
