@@ -219,9 +219,9 @@ def load_settings(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
     """
     from omegaconf import OmegaConf
 
-    from admire.config import DEFAULT_CONFIG, load_config
+    from admire.config import DEFAULT_CONFIG, compose_config
 
-    defaults = _sections(OmegaConf.to_container(load_config(DEFAULT_CONFIG), resolve=True))
+    defaults = _sections(OmegaConf.to_container(compose_config(DEFAULT_CONFIG), resolve=True))
     keys = [_override_key(text) for text in overrides]
     hydra = [f"{key}={text.split('=', 1)[1]}" if _has_key(defaults, key) else f"+{key}={text.split('=', 1)[1]}"
              for key, text in zip(keys, overrides, strict=True)]
@@ -229,7 +229,7 @@ def load_settings(overrides: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not _has_key(defaults, key) and key not in _reward_keys():
             raise InputError(_unknown_key(key, defaults))
     try:
-        composed = load_config(DEFAULT_CONFIG, hydra)
+        composed = compose_config(DEFAULT_CONFIG, hydra)
     except (ValueError, FileNotFoundError) as error:
         raise InputError(_one_line(str(error))) from None
     from omegaconf.errors import OmegaConfBaseException
