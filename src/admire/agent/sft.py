@@ -7,9 +7,12 @@ negative log-likelihood of every answer token given the screen and the steps bef
 ``token_log_probs`` the PPO update uses scores the answers, so the warm start and RL train the same
 tokens of the same prompts.
 
-A demonstration's reason is one fixed sentence (the oracle has no reasoning worth imitating, and no reward
-reads the reason), and its description is the grounded description of the action on that screen — what
-``description: model|both`` compares with the model's own description.
+A demonstration's reason names the element the action acts on, by its label and its number ("The 'Password'
+field is element 2."): the answer states which element before the ``Action`` line gives its index, so what
+is imitated is reading the numbered screen, not the numbers the demonstrations happened to use (why:
+docs/lm-policy.md, "The warm start"). An action on no element keeps one fixed sentence. The description is the
+grounded description of the action on that screen — what ``description: model|both`` compares with the
+model's own description.
 """
 
 from __future__ import annotations
@@ -22,18 +25,28 @@ from typing import Any
 
 import torch
 
-from admire.actions import describe
+from admire.actions import describe, element_phrase, target_element
 from admire.agent.base import Decision, trainable_parameters
 from admire.progress import ProgressFn
-from admire.types import Action, Trajectory
+from admire.types import Action, Observation, Trajectory
 
 DEMONSTRATION_REASON = "This is the next step toward the goal."
+"""The reason of a demonstrated action that acts on no numbered element (wait, back, an app by name …)."""
 
 
-def answer_text(action: Action, description: str) -> str:
+def demonstration_reason(action: Action, observation: Observation | None) -> str:
+    """Which element the action acts on, by its label and its number ("The 'Password' field is element 2.")."""
+    element = target_element(action, observation)
+    if element is None or action.index is None:
+        return DEMONSTRATION_REASON
+    phrase = element_phrase(element)
+    return f"{phrase[:1].upper()}{phrase[1:]} is element {action.index}."
+
+
+def answer_text(action: Action, description: str, reason: str = DEMONSTRATION_REASON) -> str:
     """The answer the ``lm`` policy is asked for (``admire.agent.prompts``), for one demonstrated step."""
     action_json = json.dumps(action.as_dict(), ensure_ascii=False)
-    return f"Reason: {DEMONSTRATION_REASON}\nAction: {action_json}\nDescription: {description}"
+    return f"Reason: {reason}\nAction: {action_json}\nDescription: {description}"
 
 
 def demonstration_answers(trajectories: Sequence[Trajectory], successful_only: bool = True) -> list[Decision]:
@@ -45,7 +58,8 @@ def demonstration_answers(trajectories: Sequence[Trajectory], successful_only: b
         for position, step in enumerate(trajectory.steps):
             if step.action is None:
                 continue
-            text = answer_text(step.action, describe(step.action, step.observation))
+            text = answer_text(step.action, describe(step.action, step.observation),
+                               demonstration_reason(step.action, step.observation))
             decisions.append(Decision(step.observation, tuple(trajectory.steps[:position]), text))
     return decisions
 
