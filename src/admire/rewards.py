@@ -191,8 +191,6 @@ class RewardConfig:
             given = cfg.get(section)
             if given is None:
                 continue
-            if hasattr(given, "model_dump"):  # a typed section
-                given = given.model_dump()
             if not isinstance(given, Mapping):
                 raise TypeError(f"config section '{section}' must be a mapping, got {type(given).__name__}")
             for key, value in given.items():

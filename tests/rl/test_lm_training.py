@@ -96,7 +96,7 @@ def test_the_lm_policy_acts_on_a_real_page_is_scored_and_trained_per_token_and_r
     # 2. ADMIRE rewards: the successes go to the bank before the group is scored (a one-step success gives
     #    no list: a heuristic list needs two steps), the format errors pay the format penalty.
     cfg = load_config(overrides=["actor_rollout_ref.model.name=lm"])
-    reward_cfg = RewardConfig.from_mapping(dict(cfg))
+    reward_cfg = RewardConfig.from_mapping(cfg)
     bank = MilestoneBank(tmp_path / "bank.sqlite")
     update_bank(bank, group, make_generator("heuristic"), key=str(cfg.milestone_reward.key))
     rewards = score_batch(group, bank, build_matcher(reward_cfg), reward_cfg, epoch=0)
@@ -176,7 +176,7 @@ def test_a_text_model_trains_through_the_cached_rollout_on_a_two_step_task_with_
     policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=24, lora=LORA, seed=0)
     assert policy.rollout == "cached"  # the default for a text model
     cfg = load_config(overrides=["actor_rollout_ref.model.name=lm"])
-    reward_cfg = RewardConfig.from_mapping(dict(cfg))
+    reward_cfg = RewardConfig.from_mapping(cfg)
     bank = MilestoneBank(tmp_path / "bank.sqlite")
     matcher = build_matcher(reward_cfg)
     optimizer = torch.optim.Adam(trainable_parameters(policy), lr=1e-2)

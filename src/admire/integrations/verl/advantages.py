@@ -158,18 +158,28 @@ def row_results(name: str, rewards: np.ndarray, index: Sequence[Any], *, traj_in
 # Helpers
 # --------------------------------------------------------------------------------------------------
 
+def stepwise_advantages(
+    name: str, token_level_rewards: torch.Tensor, response_mask: torch.Tensor, config: Any = None,
+    index: Sequence[Any] | None = None, **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """What the verl estimator ``admire_<name>`` returns (advantages broadcast over each row's response mask, and
+    the returns, equal to them), plus per row whether the estimator kept its group (:func:`row_results`): the
+    ``admire_step`` trainer reads both from one pass over the batch's groups."""
+    if index is None:
+        raise ValueError(f"{verl_name(name)} needs the group of each row: put 'uid' in the batch's non_tensor_batch")
+    scalars, kept = row_results(name, token_level_rewards.detach().to(torch.float64).sum(dim=-1).cpu().numpy(),
+                                index, traj_index=kwargs.get("traj_index"), outcome=kwargs.get("outcome"),
+                                excluded=kwargs.get("excluded"), options=options_from_config(config))
+    per_row = torch.as_tensor(scalars, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
+    advantages = per_row.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
+    return advantages, advantages.clone(), kept
+
+
 def _make(name: str) -> VerlEstimator:
     def estimator(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, config: Any = None,
                   index: Sequence[Any] | None = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        if index is None:
-            raise ValueError(f"{verl_name(name)} needs the group of each row: put 'uid' in the batch's "
-                             "non_tensor_batch")
-        scalars = row_advantages(name, token_level_rewards.detach().to(torch.float64).sum(dim=-1).cpu().numpy(),
-                                 index, traj_index=kwargs.get("traj_index"), outcome=kwargs.get("outcome"),
-                                 excluded=kwargs.get("excluded"), options=options_from_config(config))
-        per_row = torch.as_tensor(scalars, dtype=token_level_rewards.dtype, device=token_level_rewards.device)
-        advantages = per_row.unsqueeze(-1) * response_mask.to(token_level_rewards.dtype)
-        return advantages, advantages.clone()
+        advantages, returns, _ = stepwise_advantages(name, token_level_rewards, response_mask, config, index, **kwargs)
+        return advantages, returns
 
     estimator.__name__ = estimator.__qualname__ = verl_name(name)
     estimator.__doc__ = (f"verl estimator running admire.rl.advantages' {name!r} on a stepwise batch "

@@ -13,8 +13,10 @@ logging); what changes, and why:
   :class:`~admire.integrations.verl.rewards.AdmireStepRewards` (bank update, then ``score_batch``; R_total on
   each step's last response token) → verl's own KL-in-reward (``apply_kl_penalty``) and rollout correction
   (``compute_rollout_correction_and_add_to_batch``) as in the stock step → the registered ``admire_*``
-  estimator with ``index`` (uid), ``traj_index``, ``outcome`` and ``excluded``. The reward step's metrics
-  (``reward/*``, ``milestones/*``, ``train/*``, the CPU trainer's names) go into verl's metrics dict.
+  estimator's computation (``advantages.stepwise_advantages``, which also says which groups it kept, for
+  ``algorithm.filter_groups``) with ``index`` (uid), ``traj_index``, ``outcome`` and ``excluded``. The reward
+  step's metrics (``reward/*``, ``milestones/*``, ``train/*``, the CPU trainer's names) go into verl's metrics
+  dict.
 * Excluded episodes (crashed after their re-runs) and verl's padding rows get no gradient: their
   ``response_mask`` and ``loss_mask`` are written back as 0, as verl's own padding rows have
   (``padding_utils.construct_minimal_padding_template``: "do not contribute to PPO, entropy, or KL losses").
@@ -63,7 +65,7 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_
 from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer  # noqa: E402
 from verl.workers.utils.padding import response_to_nested  # noqa: E402
 
-from admire.integrations.verl.advantages import PREFIX, options_from_config, row_results  # noqa: E402
+from admire.integrations.verl.advantages import PREFIX, stepwise_advantages  # noqa: E402
 from admire.integrations.verl.rewards import STEP_FIELDS, AdmireStepRewards  # noqa: E402
 
 TRAINER_NAME = "admire_step"
@@ -133,10 +135,10 @@ def admire_advantages(data: DataProto, rewards: AdmireStepRewards, algorithm: An
         metrics.update(correction_metrics)
 
     name = str(_get(algorithm, "adv_estimator", ""))
-    estimator = core_algos.get_adv_estimator_fn(name)
     scored = data.select_idxs(real)
-    advantages, returns = estimator(
-        token_level_rewards=scored.batch["token_level_rewards"], response_mask=scored.batch["response_mask"],
+    # The registered estimator admire_<name>'s own computation, with the keep mark it cannot return to verl.
+    advantages, returns, kept = stepwise_advantages(
+        name.removeprefix(PREFIX), scored.batch["token_level_rewards"], scored.batch["response_mask"],
         config=algorithm, index=scored.non_tensor_batch["uid"], traj_index=scores.traj_index,
         outcome=scores.outcome, excluded=scores.excluded)
     data.batch["advantages"] = torch.zeros((n, width), dtype=advantages.dtype)
@@ -144,10 +146,6 @@ def admire_advantages(data: DataProto, rewards: AdmireStepRewards, algorithm: An
     data.batch["advantages"][real_rows] = advantages
     data.batch["returns"][real_rows] = returns
     if rewards.cfg.algorithm.filter_groups:  # the groups the estimator does not keep leave the loss (CPU: no sample)
-        _, kept = row_results(name.removeprefix(PREFIX),
-                              scored.batch["token_level_rewards"].detach().to(torch.float64).sum(dim=-1).numpy(),
-                              scored.non_tensor_batch["uid"], traj_index=scores.traj_index, outcome=scores.outcome,
-                              excluded=scores.excluded, options=options_from_config(algorithm))
         dropped = np.zeros(n, dtype=bool)
         dropped[real] = ~kept
         trained = torch.as_tensor(~dropped, dtype=data.batch["response_mask"].dtype).unsqueeze(-1)
