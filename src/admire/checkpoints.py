@@ -14,6 +14,10 @@ checkpoints/
                            format version and the sha256 of the tensors file
   latest.json              the pointer, written last: the epoch, the names of its two files and the
                            sha256 of each
+  start.*                  the run before its first epoch (after its warm start and its evaluation
+                           before RL), never pruned: other runs may start from it
+  warm.*                   only between the end of the warm start and start.*: a run killed while it
+                           evaluates before RL resumes from here, its imitation kept
 ```
 
 Writes are atomic and ordered (tensors, then the entry JSON, then ``latest.json``): a run killed
@@ -62,6 +66,8 @@ __all__ = [
     "load_policy",
     "resolve",
     "save",
+    "save_start",
+    "save_warm",
     "verify",
 ]
 
@@ -69,6 +75,7 @@ FORMAT = "admire-checkpoint"
 VERSION = 1
 LATEST = "latest.json"
 START = "start"  # the entry written before the first epoch
+WARM = "warm"  # the entry written once the warm start is done, before the evaluation before RL
 TAG = "__admire__"
 _ENTRY = re.compile(r"^epoch_(\d+)\.json$")
 _NUMPY_KINDS = "biuf"  # the numpy dtypes a JSON array may be rebuilt as (never object arrays)
@@ -109,6 +116,19 @@ def save_start(directory: str | Path, state: Mapping[str, Any]) -> Path:
     folder = Path(directory)
     tensors_bytes, tree = encode(state)
     entry = write_entry(folder, START, tensors_bytes, tree, epoch=0)
+    write_latest(folder, entry, epoch=0)
+    (folder / f"{WARM}.json").unlink(missing_ok=True)  # the JSON first: no entry names a missing file
+    (folder / f"{WARM}.safetensors").unlink(missing_ok=True)
+    return entry
+
+
+def save_warm(directory: str | Path, state: Mapping[str, Any]) -> Path:
+    """Write ``warm.safetensors`` + ``warm.json`` (the run after its warm start, before its evaluation before
+    RL) and point ``latest.json`` at it: a run killed while it evaluates resumes there instead of imitating
+    the demonstrations again. :func:`save_start` removes it once the start is written."""
+    folder = Path(directory)
+    tensors_bytes, tree = encode(state)
+    entry = write_entry(folder, WARM, tensors_bytes, tree, epoch=0)
     write_latest(folder, entry, epoch=0)
     return entry
 

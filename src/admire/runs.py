@@ -175,6 +175,13 @@ class RunDir:
 
         return checkpoints.save_start(self.checkpoints, state)
 
+    def save_warm_checkpoint(self, state: dict[str, Any]) -> Path:
+        """Write ``checkpoints/warm.*`` (after the warm start, before the evaluation before RL) and point
+        ``latest.json`` at it."""
+        from admire import checkpoints
+
+        return checkpoints.save_warm(self.checkpoints, state)
+
     @property
     def start_checkpoint(self) -> Path:
         from admire import checkpoints

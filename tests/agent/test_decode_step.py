@@ -76,9 +76,21 @@ def test_architectures_the_step_would_compute_differently_keep_the_models_forwar
     assert lean_step_for(mistral) is None
 
 
-def test_a_network_with_a_lora_adapter_keeps_the_models_forward():
+def test_the_lean_step_computes_a_lora_adapters_delta_and_leaves_it_out_when_disabled():
     from peft import LoraConfig, get_peft_model
 
-    wrapped = get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules="all-linear"))
-    assert lean_step_for(wrapped) is None
-    assert lean_step_for(wrapped.base_model.model) is None  # the adapter's delta would be skipped
+    wrapped = get_peft_model(tiny_llama(attention_bias=False), LoraConfig(r=2, target_modules="all-linear"))
+    with torch.no_grad():
+        for name, parameter in wrapped.named_parameters():
+            if "lora_B" in name:  # a trained adapter: a zero B would hide a skipped delta
+                parameter.normal_(0.0, 0.5)
+    network = wrapped.get_base_model().eval()
+    use_grouped_attention(network)
+    lean = lean_step_for(network)
+    assert lean is not None
+    adapted, _ = logits_of_steps(network, _model_step(network), torch.float32)
+    torch.testing.assert_close(logits_of_steps(network, lean, torch.float32)[0], adapted, atol=1e-5, rtol=1e-5)
+    with wrapped.disable_adapter():
+        base, _ = logits_of_steps(network, _model_step(network), torch.float32)
+        torch.testing.assert_close(logits_of_steps(network, lean, torch.float32)[0], base, atol=1e-5, rtol=1e-5)
+    assert (adapted - base).abs().max() > 1e-2  # the adapter changes the logits the step gives

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -79,3 +80,55 @@ def test_a_start_from_a_folder_without_one_is_a_one_line_error(tmp_path: Path) -
     (tmp_path / "young" / "config.yaml").write_text(config_yaml(load_config(overrides=FAKE)))
     with pytest.raises(ValueError, match=r"has no checkpoints/start\.json yet"):
         check_from_run(load_config(overrides=[*FAKE, f"actor_rollout_ref.warm_start.from_run={tmp_path / 'young'}"]))
+
+
+class Killed(Exception):
+    """Stands for the process being killed while it evaluates before RL."""
+
+
+def test_a_run_killed_after_its_warm_start_resumes_without_imitating_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from admire.agent.base import trainable_parameters
+    from admire.rl import evaluation
+    from admire.rl.trainer import train
+    from tests.support.fakes import TrigramEncoder
+
+    imitations: list[str] = []
+
+    def imitate(policy: torch.nn.Module, *args: object, **kwargs: object) -> dict[str, float]:
+        imitations.append("imitated")
+        with torch.no_grad():
+            trainable_parameters(policy)[0].add_(0.5)  # the warm start's mark on the weights
+        return {"demonstrations": 3.0, "nll_after": 0.25}
+
+    monkeypatch.setattr(evaluation, "warm_start", imitate)
+    warm = ("actor_rollout_ref.warm_start.enable=true", "trainer.total_epochs=1")
+    whole_summary, whole = run_training(tmp_path, *warm, name="whole")
+    assert imitations == ["imitated"] and not (whole.checkpoints / "warm.json").exists()
+
+    real_evaluate = evaluation.evaluate
+    kills = iter([True])
+
+    def evaluate_once_killed(*args: Any, **kwargs: Any) -> dict[str, float]:
+        if next(kills, False):
+            raise Killed
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "evaluate", evaluate_once_killed)
+    with pytest.raises(Killed):
+        run_training(tmp_path, *warm, name="killed")
+    killed = RunDir(tmp_path / "killed")
+    assert imitations == ["imitated"] * 2
+    assert (killed.checkpoints / "warm.json").is_file() and not killed.start_checkpoint.exists()
+    assert killed.load_checkpoint()["state"]["warm_start"] == {"demonstrations": 3.0, "nll_after": 0.25}
+
+    summary = train(load_config(overrides=[*FAKE, *warm]), killed, console=Console(quiet=True),
+                    encoder=TrigramEncoder())
+    assert imitations == ["imitated"] * 2  # the resume evaluated the imitated weights; it did not imitate again
+    assert not (killed.checkpoints / "warm.json").exists() and killed.start_checkpoint.is_file()
+    assert summary["warm_start"] == whole_summary["warm_start"]
+    assert summary["before"] == whole_summary["before"] and summary["after"] == whole_summary["after"]
+    resumed, uninterrupted = policy_weights(killed), policy_weights(whole)
+    assert all(torch.equal(resumed[k], v) for k, v in uninterrupted.items())

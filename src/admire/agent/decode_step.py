@@ -3,15 +3,16 @@
 Why this exists beside the model's own forward: at batch 8 on a CPU, a decode step of SmolLM2-135M through
 transformers spends a large share of its time outside the matrix products and the attention (torch's
 profiler; the numbers are in docs/lm-policy.md): per step it builds a mask, per layer it repeats that mask
-for each query group, and it walks thirty layers of ``nn.Module`` calls. The step below reads the same parameters and
-does the same arithmetic (RMSNorm, rotary embedding from the model's own rotary module, grouped-query
+for each query group, and it walks thirty layers of ``nn.Module`` calls. The step below calls the same
+modules and does the same arithmetic (RMSNorm, rotary embedding from the model's own rotary module, grouped-query
 attention over the cache, SiLU-gated MLP, the tied or untied head), with one boolean padding mask per step
 broadcast over every head and query.
 
-It is used only where sampling may come from an approximation that is checked afterwards: the bfloat16
-draft, whose answers one forward of the trained weights scores again (:func:`sample_and_verify`), and
-adapter-free weights that sample for themselves, where its logits are the model's forward's (a test holds
-them to 1e-5 in float32). Architectures outside
+The projections are called as modules, not read as weights, so a PEFT LoRA layer adds its adapter's delta
+(or leaves it out inside ``disable_adapter``) exactly as the model's forward does: the policy's own weights,
+adapter and all, sample through this step. In float32 its logits are the model's forward's (a test holds
+them to 1e-5, with and without an adapter). It also serves the bfloat16 draft, whose answers one forward of
+the trained weights scores again (:func:`admire.agent.lm_rollout.sample_and_verify`). Architectures outside
 :data:`SUPPORTED_MODEL_TYPES`, or with a feature this step does not compute (sliding windows, biases on the
 MLP, another activation), keep the model's forward: :func:`lean_step_for` returns None for them.
 """
@@ -49,18 +50,11 @@ def lean_step_for(network: nn.Module) -> DecodeStep | None:
     layers = getattr(model, "layers", None)
     if not isinstance(layers, nn.ModuleList) or getattr(model, "rotary_emb", None) is None:
         return None
-    if any(_lora_wrapped(layer) for layer in layers):
-        return None
     return _LeanStep(network)
 
 
-def _lora_wrapped(layer: nn.Module) -> bool:
-    """A PEFT adapter on any projection: its delta would be skipped by reading ``.weight`` alone."""
-    return any(hasattr(module, "base_layer") for module in layer.modules())
-
-
 class _LeanStep:
-    """The step for one network; reads its parameters on every call, so weights rewritten in place (a
+    """The step for one network; calls its modules on every call, so weights rewritten in place (a
     refreshed draft, an optimizer step) are used as they are."""
 
     def __init__(self, network: nn.Module) -> None:
@@ -85,22 +79,18 @@ class _LeanStep:
         for index, layer in enumerate(model.layers):
             attention = layer.self_attn
             h = _rms_norm(x, layer.input_layernorm, self.eps)
-            q = F.linear(h, attention.q_proj.weight, attention.q_proj.bias).view(batch, self.kv_heads, groups,
-                                                                                  self.head_dim)
-            k = F.linear(h, attention.k_proj.weight, attention.k_proj.bias).view(batch, self.kv_heads, 1,
-                                                                                  self.head_dim)
-            v = F.linear(h, attention.v_proj.weight, attention.v_proj.bias).view(batch, self.kv_heads, 1,
-                                                                                  self.head_dim)
+            q = attention.q_proj(h).view(batch, self.kv_heads, groups, self.head_dim)
+            k = attention.k_proj(h).view(batch, self.kv_heads, 1, self.head_dim)
+            v = attention.v_proj(h).view(batch, self.kv_heads, 1, self.head_dim)
             q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
             keys, values = cache.layers[index].update(k, v)
             # the query heads of a group are rows of one head: each key/value head is read once, in place
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=self.scale)
-            x = x + F.linear(out.reshape(batch, self.heads * self.head_dim), attention.o_proj.weight,
-                             attention.o_proj.bias)
+            x = x + attention.o_proj(out.reshape(batch, self.heads * self.head_dim))
             mlp = layer.mlp
             h = _rms_norm(x, layer.post_attention_layernorm, self.eps)
-            gated = F.silu(F.linear(h, mlp.gate_proj.weight)) * F.linear(h, mlp.up_proj.weight)
-            x = x + F.linear(gated, mlp.down_proj.weight)
+            gated = F.silu(mlp.gate_proj(h)) * mlp.up_proj(h)
+            x = x + mlp.down_proj(gated)
         x = _rms_norm(x, model.norm, self.eps)
         return self.network.get_output_embeddings()(x)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -115,19 +115,24 @@ def warm_start(policy: Any, env: Any, suite: Suite, section: WarmStartSection, s
 
 
 def start_of_rl(policy: Any, envs: Sequence[Any], suite: Suite, cfg: TrainingConfig, run: RunDir, rng: random.Random,
-                state: TrainState, progress: TrainingProgress) -> TrainState:
+                state: TrainState, progress: TrainingProgress,
+                on_warm_started: Callable[[TrainState], object] | None = None) -> TrainState:
     """The state RL starts from: another run's warm start and evaluation before RL
     (``actor_rollout_ref.warm_start.from_run``, its weights and random states loaded into ``policy`` and
-    ``rng``), or this run's own warm start (when enabled) and evaluation before RL."""
+    ``rng``), or this run's own warm start (when enabled, and not already in ``state``: a run resumed from
+    its ``warm`` checkpoint) and evaluation before RL. ``on_warm_started(state)`` is called once a warm start
+    is done, before the evaluation (the trainer checkpoints there)."""
     shared_start = cfg.actor_rollout_ref.warm_start.from_run
     if shared_start:
         progress.status(f"starting from {shared_start}: its warm start and its evaluation before RL")
         state = TrainState(**start_from_run(Path(str(shared_start)), policy, rng, run))
-    elif cfg.actor_rollout_ref.warm_start.enable:
+    elif cfg.actor_rollout_ref.warm_start.enable and state.warm_start is None:
         progress.status("warm start: behaviour cloning of oracle demonstrations on other tasks")
         state.warm_start = warm_start(policy, envs[0], suite, cfg.actor_rollout_ref.warm_start,
                                       seed=int(cfg.run.seed), progress=progress.counter("warm start: demonstration"),
                                       answer_progress=progress.counter("warm start: imitating, minibatch"))
+        if on_warm_started is not None:
+            on_warm_started(state)
     if state.baseline is None:
         progress.status("evaluating the policy before RL")
         state.baseline = evaluate(policy, envs, suite, cfg, run, epoch=-1, stats=RolloutStats(),

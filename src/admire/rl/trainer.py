@@ -107,10 +107,14 @@ def train(
         started = time.perf_counter() - state.wall_s
 
         evaluation: dict[str, float] | None = None
+        def snapshot(reached: TrainState) -> dict[str, Any]:
+            reached.wall_s = time.perf_counter() - started
+            return checkpoint_state(policy, optimizer, bank, update_rng, reached, experiment)
+
         if state.baseline is None:  # before RL: a warm start (this run's or another's) and an evaluation
-            state = start_of_rl(policy, envs, suite, cfg, run, update_rng, state, progress)
-        if checkpoint is None:  # a resume, or another run (warm_start.from_run), starts from here
-            run.save_start_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state, experiment))
+            state = start_of_rl(policy, envs, suite, cfg, run, update_rng, state, progress,
+                                on_warm_started=lambda warm: run.save_warm_checkpoint(snapshot(warm)))
+            run.save_start_checkpoint(snapshot(state))  # a resume, or another run (warm_start.from_run), starts here
 
         for epoch in range(state.epoch, int(cfg.trainer.total_epochs)):
             if loop.total_env_steps is not None and state.env_steps >= loop.total_env_steps:
