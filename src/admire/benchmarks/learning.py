@@ -24,6 +24,8 @@ Usage::
 
     admire bench learning --suite miniwob-long --variants outcome admire --seeds 0 1 2 --parallel 2
     admire bench learning --suite miniwob-long --split test --seeds 0 1 2 3 4 --parallel 2
+    admire bench learning --suite miniwob-demo --sweep actor_rollout_ref.actor.lr=0.03,0.003 --out OUT
+    admire bench learning --suite miniwob-demo --split test --tuned-from OUT   # each arm at its own best
     admire bench learning --quick                  # two tiny runs on miniwob-smoke (a smoke test)
     admire bench learning --report-only --out bench-results/learning-miniwob-long
 """
@@ -50,11 +52,26 @@ from admire.benchmarks.intervals import (
     sign_flip_p,
     suite_success,
 )
+from admire.benchmarks.sweep import (
+    NO_SWEEP,
+    SEPARATOR,
+    Setting,
+    base_variant,
+    best_settings,
+    check_sweep,
+    label,
+    override_key,
+    parse_sweeps,
+    render_sweep,
+    tuned_overrides,
+)
 from admire.tracking import read_metrics
 
 # The variants, each a list of overrides on top of the shared base. `admire` is the shipped default.
 VARIANTS: dict[str, tuple[str, ...]] = {
     "outcome": ("reward.mode=outcome",),
+    # Outcome-only with classic GRPO: one advantage per trajectory, every step of it trained with it.
+    "outcome_traj": ("reward.mode=outcome", "algorithm.adv_estimator=grpo_traj"),
     "admire": (),
     "success_only": ("milestone_reward.strategy=success_only",),
     "failure_only": ("milestone_reward.strategy=failure_only",),
@@ -153,10 +170,6 @@ def run_name(variant: str, seed: int) -> str:
     return f"{variant}-s{seed}"
 
 
-def override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def merge_overrides(*groups: Iterable[str]) -> list[str]:
     """Overrides in order, a later one for the same key replacing an earlier one (Hydra would refuse
     the duplicate, and a variant's own keys must win over ``--set``)."""
@@ -193,48 +206,73 @@ def common_overrides(suite: str, *, epochs: int | None = None, env_steps: int | 
     return merge_overrides(BASE_OVERRIDES, suite_keys, budget, extra)
 
 
-def static_path(out: Path, seed: int) -> Path:
-    return (out / "milestones" / f"{run_name(STATIC_SOURCE, seed)}.json").resolve()
+def static_path(out: Path, source_run: str) -> Path:
+    """Where a static run's bank is exported to: the bank of ``source_run`` (the same seed's admire run)."""
+    return (out / "milestones" / f"{source_run}.json").resolve()
 
 
-def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[str], out: Path) -> list[RunSpec]:
+def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[str], out: Path,
+               settings: Sequence[Setting] = NO_SWEEP, tuned: Mapping[str, Sequence[str]] | None = None,
+               ) -> list[RunSpec]:
     """Runs seed by seed (so a stopped benchmark has balanced variants); static runs last, each after
-    the same seed's ``admire`` run, which is added when ``static`` is asked for without it."""
+    the same seed's ``admire`` run, which is added when ``static`` is asked for without it. With a sweep,
+    every variant runs in every setting (``admire.benchmarks.sweep``); ``tuned`` gives a variant its own extra
+    overrides (``--tuned-from``). A start is shared by every arm of a seed whose start keys are equal: a
+    setting or tuned value of a key that decides the start (``START_KEYS``) gets a start of its own."""
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
     chosen = list(dict.fromkeys(variants))
     if STATIC in chosen and STATIC_SOURCE not in chosen:
         chosen.insert(chosen.index(STATIC), STATIC_SOURCE)
+    tuned = tuned or {}
     runs_dir = (out / "runs").resolve()
     shared = "actor_rollout_ref.warm_start.enable=true" in common
     plan: list[RunSpec] = []
+    starts: set[str] = set()
 
-    def start_of(seed: int) -> list[str]:
-        return [f"actor_rollout_ref.warm_start.from_run={runs_dir / run_name(START, seed)}"] if shared else []
+    def arm(variant: str, setting: Setting, seed: int, extra: Sequence[str] = (), needs: str | None = None) -> RunSpec:
+        own = [*setting.overrides, *tuned.get(variant, ())]
+        start = start_label(own, setting.label or (f"tuned-{variant}" if tuned.get(variant) else ""))
+        if shared and run_name(start, seed) not in starts:
+            starts.add(run_name(start, seed))
+            plan.append(RunSpec(start, seed, tuple(run_overrides(start, seed, common, runs_dir,
+                                                                 [*start_overrides(own), "trainer.total_epochs=0"]))))
+        from_run = [f"actor_rollout_ref.warm_start.from_run={runs_dir / run_name(start, seed)}"] if shared else []
+        name = label(variant, setting)
+        return RunSpec(name, seed, tuple(run_overrides(name, seed, common, runs_dir, [*own, *extra, *from_run])),
+                       needs=needs or (run_name(start, seed) if shared else None))
 
     for seed in seeds:
-        if shared:
-            plan.append(RunSpec(START, seed, tuple(run_overrides(START, seed, common, runs_dir,
-                                                                 ["trainer.total_epochs=0"]))))
-        for variant in chosen:
-            if variant == STATIC:
-                continue
-            plan.append(RunSpec(variant, seed, tuple(run_overrides(variant, seed, common, runs_dir, start_of(seed))),
-                                needs=run_name(START, seed) if shared else None))
+        for setting in settings:
+            plan.extend(arm(variant, setting, seed) for variant in chosen if variant != STATIC)
     if STATIC in chosen:
         for seed in seeds:
-            extra = [f"milestone_reward.static_path={static_path(out, seed)}", *start_of(seed)]
-            plan.append(RunSpec(STATIC, seed, tuple(run_overrides(STATIC, seed, common, runs_dir, extra)),
-                                needs=run_name(STATIC_SOURCE, seed)))
+            for setting in settings:
+                source = run_name(label(STATIC_SOURCE, setting), seed)
+                plan.append(arm(STATIC, setting, seed, [f"milestone_reward.static_path={static_path(out, source)}"],
+                                needs=source))
     return plan
+
+
+def start_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides among ``overrides`` whose key decides a run's start (``admire.rl.shared_start``)."""
+    from admire.rl.shared_start import NOT_COMPARED, START_KEYS
+
+    return [o for o in overrides if override_key(o) not in NOT_COMPARED
+            and any(override_key(o) == k or override_key(o).startswith(f"{k}.") for k in START_KEYS)]
+
+
+def start_label(overrides: Sequence[str], tag: str) -> str:
+    """``start``, or ``start@<tag>`` where ``overrides`` change what the start is."""
+    return label(START, Setting(label=tag)) if start_overrides(overrides) else START
 
 
 def run_overrides(variant: str, seed: int, common: Sequence[str], runs_dir: Path,
                   extra: Sequence[str] = ()) -> list[str]:
     """Shared overrides, then the variant's own (they define it), then the run's identity."""
     identity = [f"run.dir={runs_dir}", f"run.name={run_name(variant, seed)}", f"run.seed={seed}"]
-    return merge_overrides(common, VARIANTS.get(variant, ()), extra, identity)
+    return merge_overrides(common, VARIANTS.get(base_variant(variant), ()), extra, identity)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -264,7 +302,7 @@ def train_command(spec: RunSpec, run_dir: Path) -> list[str]:
     """A fresh run, or the continuation of one a previous invocation started (``--resume``), to this
     invocation's budget."""
     if (run_dir / "config.yaml").exists():
-        budget = [o for o in spec.overrides if override_key(o) in BUDGET_KEYS and spec.variant != START]
+        budget = [o for o in spec.overrides if override_key(o) in BUDGET_KEYS and base_variant(spec.variant) != START]
         return admire_command("train", "--quiet", f"resume={run_dir}", *budget)
     return admire_command("train", "--quiet", *spec.overrides)
 
@@ -334,8 +372,8 @@ class Scheduler:
         log_path = self.log_path(spec.name)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = log_path.open("a", encoding="utf-8")
-        if spec.variant == STATIC:  # export the bank of the run it imitates, first
-            target = static_path(self.out, spec.seed)
+        if base_variant(spec.variant) == STATIC and spec.needs:  # export the bank of the run it imitates, first
+            target = static_path(self.out, spec.needs)
             target.parent.mkdir(parents=True, exist_ok=True)
             command = admire_command("milestones", "export", str(self.out / "runs" / spec.needs), str(target))
             code = self._log_and_call(command, log)
@@ -543,7 +581,7 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     runs' evaluation episodes are on disk, 95% intervals over seeds and episodes, the paired difference from
     outcome-only with its interval and p-values (``admire.benchmarks.intervals``), and per-task success."""
     order = {name: i for i, name in enumerate(VARIANTS)}
-    variants = sorted({r.variant for r in results}, key=lambda v: (order.get(v, len(order)), v))
+    variants = sorted({r.variant for r in results}, key=lambda v: (order.get(base_variant(v), len(order)), v))
     outcome_after = {r.seed: r.after["success"] for r in results
                      if r.variant == "outcome" and r.ok and r.after is not None}
     table: dict[str, dict[str, Any]] = {}
@@ -626,7 +664,9 @@ def _per_seed(runs: Sequence[RunResult]) -> str:
 
 
 def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[str, Any]], *, suite: str,
-                    commands: Sequence[str] = (), common: Sequence[str] = ()) -> str:
+                    commands: Sequence[str] = (), common: Sequence[str] = (),
+                    configurations: Mapping[str, Sequence[str]] | None = None,
+                    best: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """results.md: the table, the runs that did not finish (with their logs), and how to reproduce."""
     split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), None)
     lines = [f"## Learning benchmark on `{suite}`" + (f", {split} split" if split else ""), ""]
@@ -651,6 +691,7 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
             f"| {_per_seed(runs)} | {_pm(row['gain_over_outcome'])} | {env_steps} | {_pct(row['utilisation'])}% "
             f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% |")
     lines += render_intervals(table)
+    lines += render_sweep(table, best or {})
     not_ok = [r for r in results if not r.ok]
     if not_ok:
         lines += ["", "Runs without a result:", ""]
@@ -660,9 +701,12 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
             lines.append(f"- `{run.name}`: {run.status}{code}{note}; log `{run.log or '–'}`")
     lines += ["", "Overrides of every run" + (f": `{' '.join(common)}`" if common else " (as in each run's "
               "config.yaml)") + "; per variant:", ""]
-    lines += [f"- `{variant}`: `{' '.join(VARIANTS.get(variant, ())) or '(shipped defaults)'}`"
-              + (" + `milestone_reward.static_path=<the same seed's admire bank>`" if variant == STATIC else "")
-              for variant in table]
+    configurations = configurations or {}
+    for variant in table:
+        own = " ".join([*VARIANTS.get(base_variant(variant), ()), *configurations.get(variant, ())])
+        static = (" + `milestone_reward.static_path=<the same seed's admire bank>`"
+                  if base_variant(variant) == STATIC else "")
+        lines.append(f"- `{variant}`: `{own or '(shipped defaults)'}`{static}")
     return "\n".join(lines) + "\n"
 
 
@@ -719,9 +763,11 @@ def plot_curves(results: Sequence[RunResult], path: Path, suite: str) -> Path | 
         return None
     figure, axes = plt.subplots(figsize=(7, 4.5))
     order = {name: i for i, name in enumerate(VARIANTS)}  # the same colour for a variant in every plot
-    variants = sorted({r.variant for r in results if r.ok and r.curve}, key=lambda v: order.get(v, len(order)))
+    variants = sorted({r.variant for r in results if r.ok and r.curve},
+                      key=lambda v: (order.get(base_variant(v), len(order)), v))
     for variant in variants:
-        color = f"C{order.get(variant, len(order)) % 10}"
+        color = f"C{variants.index(variant) % 10}" if SEPARATOR in variant else \
+            f"C{order.get(variant, len(order)) % 10}"
         curves = [r.curve for r in results if r.variant == variant and r.ok and r.curve]
         for curve in curves:
             axes.plot([x for x, _ in curve], [100 * y for _, y in curve], color=color, alpha=0.25, linewidth=1)
@@ -751,7 +797,7 @@ def discover_runs(runs_dir: Path) -> list[tuple[str, int]]:
         return found
     for folder in sorted(runs_dir.iterdir()):
         variant, _, seed = folder.name.rpartition("-s")
-        if folder.is_dir() and variant in VARIANTS and seed.isdigit():
+        if folder.is_dir() and base_variant(variant) in VARIANTS and seed.isdigit():
             found.append((variant, int(seed)))
     return found
 
@@ -772,7 +818,7 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
     """Read every run under ``<out>/runs`` (and the planned ones, finished or not) and write the report."""
     executions = executions or {}
     keys = list(dict.fromkeys([*discover_runs(out / "runs"),
-                               *((s.variant, s.seed) for s in planned if s.variant in VARIANTS)]))
+                               *((s.variant, s.seed) for s in planned if base_variant(s.variant) in VARIANTS)]))
     results = [read_run(out / "runs" / run_name(v, s), v, s, executions.get(run_name(v, s)),
                         out / "logs" / f"{run_name(v, s)}.log") for v, s in keys]
     table = summarise(results)
@@ -782,25 +828,52 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
         common = invocations[-1].get("common", [])
     if suite is None:
         suite = next((i["suite"] for i in reversed(invocations) if "suite" in i), "?")
-    markdown = render_markdown(results, table, suite=suite, commands=commands, common=common)
+    configurations: dict[str, list[str]] = {}
+    for invocation in invocations:  # what each configuration adds to its variant (a sweep's setting, a tuned value)
+        configurations.update(invocation.get("configurations", {}))
+    best = best_settings(table, configurations)
+    markdown = render_markdown(results, table, suite=suite, commands=commands, common=common,
+                               configurations=configurations, best=best)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown, encoding="utf-8")
     split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), "test")
     payload = {"suite": suite, "split": split, "commands": commands, "common_overrides": list(common),
                "variants": {v: list(VARIANTS.get(v, ())) for v in table}, "summary": table,
                "shared_starts": shared_starts(out / "runs"), "runs": [asdict(r) for r in results]}
+    if configurations:
+        payload["configurations"] = configurations
+    if any(SEPARATOR in name for name in table):
+        payload["sweep"] = {"best": best}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     plot_curves(results, out / "curves.png", suite)
     return markdown, results
 
 
-def record_invocation(out: Path, argv: Sequence[str], suite: str, common: Sequence[str]) -> None:
+def record_invocation(out: Path, argv: Sequence[str], suite: str, common: Sequence[str],
+                      configurations: Mapping[str, Sequence[str]] | None = None) -> None:
     """Append this invocation to ``<out>/invocations.jsonl``: the report names the exact commands
-    behind its numbers, even when the runs came from several invocations (``--resume``, batches)."""
+    behind its numbers, even when the runs came from several invocations (``--resume``, batches), and
+    what each configuration adds to its variant (``configurations``: a sweep's setting, a tuned value)."""
     out.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "suite": suite, "common": list(common),
+                              "command": "admire bench learning " + shlex.join(argv)}
+    if configurations:
+        record["configurations"] = {name: list(values) for name, values in configurations.items()}
     with (out / "invocations.jsonl").open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"time": time.strftime("%Y-%m-%d %H:%M:%S"), "suite": suite, "common": list(common),
-                            "command": "admire bench learning " + shlex.join(argv)}) + "\n")
+        f.write(json.dumps(record) + "\n")
+
+
+def configurations(plan: Sequence[RunSpec], settings: Sequence[Setting],
+                   tuned: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """What each planned configuration adds to its variant's own overrides (none outside sweeps and tuning)."""
+    added: dict[str, list[str]] = {}
+    for spec in plan:
+        variant = base_variant(spec.variant)
+        setting = next((s for s in settings if label(variant, s) == spec.variant), None)
+        extra = [*(setting.overrides if setting else ()), *tuned.get(variant, ())]
+        if extra and variant != START:
+            added[spec.variant] = extra
+    return added
 
 
 def read_invocations(out: Path) -> list[dict[str, Any]]:
@@ -831,6 +904,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "is made, or test, read once per configuration for a reported table")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra override for every run (repeatable); a variant's own keys still win")
+    parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="train every variant in every value of KEY (repeatable: every combination), on "
+                             "validation seeds; the report marks each variant's best setting")
+    parser.add_argument("--tuned-from", default=None, metavar="OUT",
+                        help="give each variant the best setting of the sweep whose results OUT holds")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (default: 1)")
     parser.add_argument("--out", default=None, help="results folder (default: bench-results/learning-<suite>)")
     parser.add_argument("--quick", action="store_true",
@@ -858,7 +936,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         common = common_overrides(args.suite, epochs=args.epochs, env_steps=args.env_steps,
                                   warm_start=args.warm_start, quick=args.quick, split=args.split, extra=args.sets)
-        plan = build_plan(args.variants, args.seeds, common, out)
+        settings = parse_sweeps(args.sweeps)
+        check_sweep(settings, args.variants, VARIANTS, args.split)
+        if args.tuned_from and args.sweeps:
+            raise ValueError("--tuned-from runs the settings a sweep chose; it does not sweep again")
+        tuned = tuned_overrides(Path(args.tuned_from), args.variants) if args.tuned_from else {}
+        plan = build_plan(args.variants, args.seeds, common, out, settings, tuned)
     except ValueError as exc:
         print(f"admire bench learning: {exc}", file=sys.stderr)
         return 2
@@ -871,7 +954,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"admire bench learning: {out / 'runs'} already has {', '.join(existing)}; pass --resume to keep "
               "and continue them, --report-only to re-read them, or another --out", file=sys.stderr)
         return 2
-    record_invocation(out, argv, args.suite, common)
+    record_invocation(out, argv, args.suite, common, configurations(plan, settings, tuned))
     print(f"[learning] {len(plan)} runs ({', '.join(s.name for s in plan)}) into {out}, "
           f"{args.parallel} at a time; overrides for all: {' '.join(common)}", flush=True)
     executions = Scheduler(plan, out, args.parallel, resume=args.resume,
