@@ -52,6 +52,7 @@ from admire.benchmarks.intervals import (
     sign_flip_p,
     suite_success,
 )
+from admire.benchmarks.paper_tables import TABLES, hand_written_milestones, not_runnable, render_tables, table_variants
 from admire.benchmarks.sweep import (
     NO_SWEEP,
     SEPARATOR,
@@ -67,16 +68,25 @@ from admire.benchmarks.sweep import (
 )
 from admire.tracking import read_metrics
 
+# DAPO: step-level advantages without the groups whose rewards all tie, the wider upper clip, token-mean loss.
+DAPO = ("algorithm.adv_estimator=dapo_step", "algorithm.filter_groups=true",
+        "actor_rollout_ref.actor.clip_ratio_high=0.28", "actor_rollout_ref.actor.loss_agg_mode=token-mean")
 # The variants, each a list of overrides on top of the shared base. `admire` is the shipped default.
 VARIANTS: dict[str, tuple[str, ...]] = {
     "outcome": ("reward.mode=outcome",),
     # Outcome-only with classic GRPO: one advantage per trajectory, every step of it trained with it.
     "outcome_traj": ("reward.mode=outcome", "algorithm.adv_estimator=grpo_traj"),
     "admire": (),
+    "judge": ("reward.mode=judge",),  # a process reward: an LLM judge scores every step (needs an endpoint)
+    "rloo": ("algorithm.adv_estimator=rloo_step",),
+    "outcome_rloo": ("reward.mode=outcome", "algorithm.adv_estimator=rloo_step"),
+    "dapo": DAPO,
+    "outcome_dapo": ("reward.mode=outcome", *DAPO),
     "success_only": ("milestone_reward.strategy=success_only",),
     "failure_only": ("milestone_reward.strategy=failure_only",),
     "uniform": ("milestone_reward.strategy=uniform",),
     "static": ("milestone_reward.mode=static",),  # + milestone_reward.static_path, added per seed
+    "static_hand": ("milestone_reward.mode=static",),  # + the suite's milestones written by hand
     "sbert": ("milestone_reward.matcher=sbert",),
     "no_decay": ("milestone_reward.decay=1.0",),
     # The paper's exact reading, every key where the shipped default departs from it (docs/method.md).
@@ -228,6 +238,8 @@ def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[s
     tuned = tuned or {}
     runs_dir = (out / "runs").resolve()
     shared = "actor_rollout_ref.warm_start.enable=true" in common
+    suite = next((o.split("=", 1)[1] for o in common if override_key(o) == "env.suite"), "")
+    hand_file = hand_written_milestones(suite)
     plan: list[RunSpec] = []
     starts: set[str] = set()
 
@@ -240,6 +252,8 @@ def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[s
                                                                  [*start_overrides(own), "trainer.total_epochs=0"]))))
         from_run = [f"actor_rollout_ref.warm_start.from_run={runs_dir / run_name(start, seed)}"] if shared else []
         name = label(variant, setting)
+        if variant == "static_hand" and hand_file is not None:
+            extra = [*extra, f"milestone_reward.static_path={hand_file}"]
         return RunSpec(name, seed, tuple(run_overrides(name, seed, common, runs_dir, [*own, *extra, *from_run])),
                        needs=needs or (run_name(start, seed) if shared else None))
 
@@ -666,7 +680,8 @@ def _per_seed(runs: Sequence[RunResult]) -> str:
 def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[str, Any]], *, suite: str,
                     commands: Sequence[str] = (), common: Sequence[str] = (),
                     configurations: Mapping[str, Sequence[str]] | None = None,
-                    best: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+                    best: Mapping[str, Mapping[str, Any]] | None = None,
+                    not_run: Mapping[str, str] | None = None) -> str:
     """results.md: the table, the runs that did not finish (with their logs), and how to reproduce."""
     split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), None)
     lines = [f"## Learning benchmark on `{suite}`" + (f", {split} split" if split else ""), ""]
@@ -692,6 +707,7 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
             f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% |")
     lines += render_intervals(table)
     lines += render_sweep(table, best or {})
+    lines += render_tables(table, not_run or {})
     not_ok = [r for r in results if not r.ok]
     if not_ok:
         lines += ["", "Runs without a result:", ""]
@@ -829,11 +845,13 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
     if suite is None:
         suite = next((i["suite"] for i in reversed(invocations) if "suite" in i), "?")
     configurations: dict[str, list[str]] = {}
+    not_run: dict[str, str] = {}
     for invocation in invocations:  # what each configuration adds to its variant (a sweep's setting, a tuned value)
         configurations.update(invocation.get("configurations", {}))
+        not_run.update(invocation.get("not_run", {}))
     best = best_settings(table, configurations)
     markdown = render_markdown(results, table, suite=suite, commands=commands, common=common,
-                               configurations=configurations, best=best)
+                               configurations=configurations, best=best, not_run=not_run)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(markdown, encoding="utf-8")
     split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), "test")
@@ -842,6 +860,8 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
                "shared_starts": shared_starts(out / "runs"), "runs": [asdict(r) for r in results]}
     if configurations:
         payload["configurations"] = configurations
+    if not_run:
+        payload["not_run"] = not_run
     if any(SEPARATOR in name for name in table):
         payload["sweep"] = {"best": best}
     (out / "results.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
@@ -850,7 +870,8 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
 
 
 def record_invocation(out: Path, argv: Sequence[str], suite: str, common: Sequence[str],
-                      configurations: Mapping[str, Sequence[str]] | None = None) -> None:
+                      configurations: Mapping[str, Sequence[str]] | None = None,
+                      not_run: Mapping[str, str] | None = None) -> None:
     """Append this invocation to ``<out>/invocations.jsonl``: the report names the exact commands
     behind its numbers, even when the runs came from several invocations (``--resume``, batches), and
     what each configuration adds to its variant (``configurations``: a sweep's setting, a tuned value)."""
@@ -859,6 +880,8 @@ def record_invocation(out: Path, argv: Sequence[str], suite: str, common: Sequen
                               "command": "admire bench learning " + shlex.join(argv)}
     if configurations:
         record["configurations"] = {name: list(values) for name, values in configurations.items()}
+    if not_run:
+        record["not_run"] = dict(not_run)
     with (out / "invocations.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -904,6 +927,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "is made, or test, read once per configuration for a reported table")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra override for every run (repeatable); a variant's own keys still win")
+    parser.add_argument("--table", dest="tables", action="append", default=[], choices=sorted(TABLES),
+                        help="train the variants of the paper's table N (repeatable): 1 reward signal, 3 static vs "
+                             "adaptive milestones, 4 GRPO/RLOO/DAPO with and without milestones")
     parser.add_argument("--sweep", dest="sweeps", action="append", default=[], metavar="KEY=V1,V2,...",
                         help="train every variant in every value of KEY (repeatable: every combination), on "
                              "validation seeds; the report marks each variant's best setting")
@@ -924,7 +950,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.epochs = 2 if args.epochs is None else args.epochs
     args.suite = args.suite or "miniwob-long"
     args.seeds = args.seeds or [0, 1, 2]
-    args.variants = args.variants or list(DEFAULT_VARIANTS)
+    args.variants = args.variants or (table_variants(args.tables) if args.tables else list(DEFAULT_VARIANTS))
     args.out = Path(args.out or f"bench-results/learning-{args.suite}")
     return args
 
@@ -937,6 +963,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         common = common_overrides(args.suite, epochs=args.epochs, env_steps=args.env_steps,
                                   warm_start=args.warm_start, quick=args.quick, split=args.split, extra=args.sets)
         settings = parse_sweeps(args.sweeps)
+        not_run = {} if args.report_only else not_runnable(args.variants, args.suite, common)
+        args.variants = [v for v in args.variants if v not in not_run]
+        if not args.variants:
+            raise ValueError("no variant can run here: " + "; ".join(f"{v}: {r}" for v, r in not_run.items()))
         check_sweep(settings, args.variants, VARIANTS, args.split)
         if args.tuned_from and args.sweeps:
             raise ValueError("--tuned-from runs the settings a sweep chose; it does not sweep again")
@@ -954,7 +984,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"admire bench learning: {out / 'runs'} already has {', '.join(existing)}; pass --resume to keep "
               "and continue them, --report-only to re-read them, or another --out", file=sys.stderr)
         return 2
-    record_invocation(out, argv, args.suite, common, configurations(plan, settings, tuned))
+    record_invocation(out, argv, args.suite, common, configurations(plan, settings, tuned), not_run)
+    for variant, reason in not_run.items():
+        print(f"[learning] {variant}: not run, {reason}", flush=True)
     print(f"[learning] {len(plan)} runs ({', '.join(s.name for s in plan)}) into {out}, "
           f"{args.parallel} at a time; overrides for all: {' '.join(common)}", flush=True)
     executions = Scheduler(plan, out, args.parallel, resume=args.resume,
