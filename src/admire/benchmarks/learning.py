@@ -26,6 +26,7 @@ Usage::
     admire bench learning --suite miniwob-long --split test --seeds 0 1 2 3 4 --parallel 2
     admire bench learning --suite miniwob-demo --sweep actor_rollout_ref.actor.lr=0.03,0.003 --out OUT
     admire bench learning --suite miniwob-demo --split test --tuned-from OUT   # each arm at its own best
+    admire bench learning --suite miniwob-demo --table 4      # GRPO / RLOO / DAPO, with and without milestones
     admire bench learning --quick                  # two tiny runs on miniwob-smoke (a smoke test)
     admire bench learning --report-only --out bench-results/learning-miniwob-long
 """
