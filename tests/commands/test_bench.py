@@ -254,7 +254,8 @@ def epochs(nonzero: Sequence[float], epoch_s: float, milestone_s: float, coverag
     records = []
     for i, frac in enumerate(nonzero):
         record = {"adv/nonzero_frac": frac, "time/epoch_s": epoch_s, "time/milestone_s": milestone_s,
-                  "milestones/coverage": coverage[i], "env_steps_total": 100 * (i + 1)}
+                  "milestones/coverage": coverage[i], "env_steps_total": 100 * (i + 1),
+                  "reward/step_gap": 0.1 * coverage[i], "reward/step_gap_norm": coverage[i]}
         if i % 2 == 1:
             record["eval/success"] = evals[i // 2]
         records.append(record)
@@ -302,12 +303,14 @@ def test_report_numbers_from_fabricated_runs(learning: ModuleType, fabricated: P
     assert outcome["milestone_cost"] == 0.0
     assert admire["coverage"] == pytest.approx(0.9)  # the last epoch's, averaged
     assert admire["env_steps"] == pytest.approx(420)
+    assert admire["step_gap"] == pytest.approx(0.1 * (0.65 + 0.7) / 2)  # mean over epochs, then over seeds
+    assert admire["step_gap_norm"] == pytest.approx((0.65 + 0.7) / 2) and outcome["step_gap"] == 0.0
     assert admire["not_ok"] == [{"run": "admire-s2", "status": "failed", "exit_code": 1,
                                  "log": str(fabricated / "logs" / "admire-s2.log"), "note": ""}]
     row = next(line for line in markdown.splitlines() if line.startswith("| admire "))
     assert "| 2/3 |" in row and "10.0 ± 14.1 → 65.0 ± 7.1" in row
     assert "s0: 20 → 60, s1: 0 → 70, s2: failed (exit 1)" in row
-    assert "25.0 ± 7.1" in row and "77.5%" in row and "3.8%" in row and "90.0%" in row
+    assert "25.0 ± 7.1" in row and "77.5%" in row and "3.8%" in row and "90.0%" in row and "| 0.068 (0.68) |" in row
     assert f"`admire-s2`: failed, exit 1; log `{fabricated / 'logs' / 'admire-s2.log'}`" in markdown
     assert (fabricated / "results.md").read_text() == markdown
     assert (fabricated / "curves.png").stat().st_size > 1000

@@ -153,3 +153,24 @@ def test_metrics_are_the_trainers_reward_metrics_with_the_cost_and_the_judge(tmp
     assert metrics == {**{k: float(v) for k, v in expected.items()}, "time/milestone_s": scored.seconds}
     assert metrics["train/episodes"] == 5.0 and metrics["train/env_errors"] == 1.0
     assert metrics["milestones/updates"] == 1.0 and metrics["reward/milestone"] > 0
+
+
+def test_the_step_reward_gap_is_the_successes_mean_shaping_minus_the_failures(tmp_path: Path) -> None:
+    import statistics
+
+    from admire.rl.scoring import step_reward_gap
+
+    batch = recorded_batch()
+    scoring = scorer(tmp_path)
+    scored = scoring.score(batch, epoch=0)
+    metrics = scoring.metrics(batch, scored)
+    shaping = {t.id: statistics.fmean(b.total - b.outcome for b in r)
+               for t, r in zip(batch, scored.rewards, strict=True) if not t.excluded}
+    won = [shaping["ok-short"], shaping["ok-long"]]
+    lost = [shaping["fail-no-password"], shaping["fail-swapped"]]
+    gap = statistics.fmean(won) - statistics.fmean(lost)
+    assert metrics["reward/step_gap"] == pytest.approx(gap)
+    assert metrics["reward/step_gap_norm"] == pytest.approx(gap / statistics.pstdev([*won, *lost]))
+    assert abs(gap) > 1e-6  # the milestone term pays the two outcomes differently here
+    successes = [(t, r) for t, r in zip(batch, scored.rewards, strict=True) if t.success]
+    assert step_reward_gap(successes) == {}  # nothing to tell apart

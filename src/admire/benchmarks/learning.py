@@ -478,6 +478,9 @@ class RunResult:
     utilisation: float | None = None
     milestone_cost: float | None = None
     coverage: float | None = None
+    step_gap: float | None = None
+    """Reward quality: mean over epochs of ``reward/step_gap`` (successes' shaping minus failures')."""
+    step_gap_norm: float | None = None
     curve: list[tuple[float, float]] = field(default_factory=list)
     episodes_before: dict[str, dict[int, float]] | None = None
     """The held-out episodes before RL (task → {task seed: outcome}), from the run or its shared start."""
@@ -549,6 +552,9 @@ def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None
     result.milestone_cost = milestone_s / epoch_s if epoch_s > 0 else None
     coverage = _numbers(records, "milestones/coverage")
     result.coverage = coverage[-1] if coverage else None
+    gaps, normalised = _numbers(records, "reward/step_gap"), _numbers(records, "reward/step_gap_norm")
+    result.step_gap = statistics.fmean(gaps) if gaps else None
+    result.step_gap_norm = statistics.fmean(normalised) if normalised else None
     result.curve = learning_curve(records, result.before, result.after, result.env_steps)
     if result.status == "ok":
         files = evaluation_files(run_dir)
@@ -615,6 +621,8 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "utilisation": _mean(r.utilisation for r in done),
             "milestone_cost": _mean(r.milestone_cost for r in done),
             "coverage": _mean(r.coverage for r in done),
+            "step_gap": _mean(r.step_gap for r in done),
+            "step_gap_norm": _mean(r.step_gap_norm for r in done),
             "wall_s": _mean(r.wall_s for r in done),
             **episode_statistics(done, [r for r in results if r.variant == "outcome" and r.ok], variant),
             "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
@@ -693,11 +701,13 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
         "before RL → after RL; Δ: after minus outcome-only's after on the same seed; utilisation: mean share "
         "of trained steps with a non-zero advantage (`adv/nonzero_frac`); milestone cost: milestone work "
         "(bank update, matching, reward) as a share of epoch wall time; coverage: share of the epoch's "
-        "milestone keys with a list in the bank, at the last epoch.",
+        "milestone keys with a list in the bank, at the last epoch; step gap: reward quality, the mean per-step "
+        "shaping (reward minus outcome) of successful training episodes minus that of failed ones, mean over "
+        "epochs (normalised by its spread in brackets).",
         "",
         "| variant | seeds ok | success before → after | per seed (before → after) | Δ vs outcome | env steps "
-        "| utilisation | milestone cost | coverage |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| utilisation | milestone cost | coverage | step gap |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for variant, row in table.items():
         runs = [r for r in results if r.variant == variant]
@@ -705,7 +715,7 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
         lines.append(
             f"| {variant} | {row['ok']}/{row['runs']} | {_pm(row['before'])} → {_pm(row['after'])} "
             f"| {_per_seed(runs)} | {_pm(row['gain_over_outcome'])} | {env_steps} | {_pct(row['utilisation'])}% "
-            f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% |")
+            f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% | {_gap(row)} |")
     lines += render_intervals(table)
     lines += render_sweep(table, best or {})
     lines += render_tables(table, not_run or {})
@@ -725,6 +735,13 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
                   if base_variant(variant) == STATIC else "")
         lines.append(f"- `{variant}`: `{own or '(shipped defaults)'}`{static}")
     return "\n".join(lines) + "\n"
+
+
+def _gap(row: Mapping[str, Any]) -> str:
+    if row.get("step_gap") is None:
+        return "–"
+    normalised = row.get("step_gap_norm")
+    return f"{row['step_gap']:.3f}" + ("" if normalised is None else f" ({normalised:.2f})")
 
 
 def _ci(stats: Mapping[str, Any] | None) -> str:

@@ -211,7 +211,28 @@ def reward_metrics(
         "milestones/bank_version": bank.version,
     }
     metrics.update({f"train/success/{name}": float(np.mean(v)) for name, v in sorted(per_task.items())})
+    scored = zip(usable if len(rewards) == len(usable) else trajectories, rewards, strict=True)
+    metrics.update(step_reward_gap([(t, list(b)) for t, b in scored if not t.excluded]))
     return metrics
+
+
+def step_reward_gap(scored: Sequence[tuple[Trajectory, Sequence[Any]]]) -> dict[str, float]:
+    """How well the step rewards tell a success from a failure (reward quality, logged every epoch).
+
+    A trajectory's shaping is the mean over its steps of what the reward adds to the outcome (``total -
+    outcome``: format, milestone or process, judge). ``reward/step_gap`` is the mean shaping of the batch's
+    successes minus that of its failures; ``reward/step_gap_norm`` divides it by the standard deviation of the
+    shaping over all of them, so rewards of different scales compare. Omitted when the batch lacks either
+    outcome (nothing to tell apart)."""
+    shaping = [(trajectory.success, float(np.mean([b.total - b.outcome for b in breakdowns])))
+               for trajectory, breakdowns in scored if breakdowns]
+    won = [value for success, value in shaping if success]
+    lost = [value for success, value in shaping if not success]
+    if not won or not lost:
+        return {}
+    gap = float(np.mean(won) - np.mean(lost))
+    spread = float(np.std([value for _, value in shaping]))
+    return {"reward/step_gap": gap, **({"reward/step_gap_norm": gap / spread} if spread > 0 else {})}
 
 
 def judge_metrics(judge: StepJudge | None) -> dict[str, float]:
