@@ -190,6 +190,24 @@ def test_with_lora_gradients_reach_only_the_adapter_and_the_state_dict_is_the_ad
         p.numel() for p in policy.trainable_parameters())
 
 
+def test_lora_on_the_top_layers_only_leaves_the_layers_below_without_autograd(tiny_qwen2_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), lora={"r": 4, "layers": 1}, max_new_tokens=SHORT)
+    layers = policy._network().model.layers
+    top = len(layers) - 1
+    names = [n for n, p in policy.named_parameters() if p.requires_grad]
+    assert names and all(f".layers.{top}." in n for n in names)
+    below_needs_grad: list[bool] = []
+    hook = layers[0].register_forward_hook(lambda m, i, out: below_needs_grad.append(
+        (out[0] if isinstance(out, tuple) else out).requires_grad))
+    before = float(policy.log_prob([Decision(LOGIN, (), ANSWER)]).sum())
+    hook.remove()
+    assert below_needs_grad and not any(below_needs_grad)  # no graph is kept below the adapted layer
+    one_step(policy)
+    assert float(policy.log_prob([Decision(LOGIN, (), ANSWER)]).sum()) > before + 1e-3
+    with pytest.raises(ValueError, match=r"lora layers must be a number of decoder layers in \[1, "):
+        LMPolicy(path=str(tiny_qwen2_dir), lora={"layers": 0})
+
+
 @pytest.mark.parametrize("options", [{"lora": {"r": 4}}, {"keep_reference": True}], ids=["lora", "frozen-copy"])
 def test_the_reference_equals_the_policy_until_an_optimizer_step_moves_the_policy(tiny_qwen2_dir, options):  # noqa: F811
     policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=SHORT, **options)

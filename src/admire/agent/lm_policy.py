@@ -93,7 +93,10 @@ DEFAULTS: dict[str, Any] = {
 """Every option of the policy with its default; ``encoder`` is accepted and ignored (the trainer passes one
 to every policy)."""
 
-LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear"}
+LORA_DEFAULTS: dict[str, Any] = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", "layers": None}
+"""``layers``: adapt only the top N decoder layers (None: all). Why: the layers below the lowest adapted one
+then run without autograd, so a PPO or warm-start step backpropagates through N layers, not all of them
+(SmolLM2-135M, 8 of 30 layers: about half the time of a minibatch)."""
 OPTIONS_FILE = "admire-lm-policy.json"
 """What ``save_pretrained`` writes beside the weights: the options and the sampler's state."""
 _COPIED_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
@@ -631,8 +634,19 @@ def _with_lora(model: nn.Module, lora: Mapping[str, Any]) -> nn.Module:
     require("peft", extra="lm", feature="the lm policy's lora option")
     from peft import LoraConfig, get_peft_model
 
+    targets, layers = lora["target_modules"], lora.get("layers")
+    chosen: list[int] | None = None
+    if layers is not None:
+        total = int(getattr(model.config, "num_hidden_layers", 0) or getattr(
+            getattr(model.config, "text_config", None), "num_hidden_layers", 0))
+        if isinstance(layers, bool) or not isinstance(layers, int) or not 1 <= layers <= total:
+            raise ValueError(f"lora layers must be a number of decoder layers in [1, {total}], got {layers!r}")
+        chosen = list(range(total - layers, total))
+        if targets == "all-linear":  # PEFT takes a layer subset only with the module names spelled out
+            targets = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                              if isinstance(module, nn.Linear) and ".layers." in name})
     config = LoraConfig(r=int(lora["r"]), lora_alpha=float(lora["alpha"]), lora_dropout=float(lora["dropout"]),
-                        target_modules=lora["target_modules"])
+                        target_modules=targets, layers_to_transform=chosen)
     return get_peft_model(model, config)
 
 

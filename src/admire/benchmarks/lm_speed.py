@@ -143,6 +143,7 @@ def plain_forward_log_probs(policy: Any, observation: Observation, text: str) ->
 
 
 def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repeats: int, lora: int,
+            lora_layers: int | None = None,
             batches: Sequence[int], ppo_max_answer_tokens: int | None, sampler_dtype: str = "auto") -> dict[str, Any]:
     """Load the policy from ``path`` with ``rollout`` and time act, prefill and the PPO forward + backward
     at each batch size."""
@@ -157,8 +158,9 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     from admire.rl.ppo import micro_batches
 
     started = time.perf_counter()
-    policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora={"r": lora} if lora else None,
-                      rollout=rollout, sampler_dtype=sampler_dtype if rollout == "cached" else "auto")
+    adapter = {"r": lora, "layers": lora_layers} if lora else None
+    policy = LMPolicy(path=str(path), seed=0, max_new_tokens=max_new_tokens, lora=adapter, rollout=rollout,
+                      sampler_dtype=sampler_dtype if rollout == "cached" else "auto")
     load_s = time.perf_counter() - started
     after_load = peak_rss_mib()
     screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
@@ -244,7 +246,8 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
 
 def child_main(args: argparse.Namespace) -> int:
     result = measure(Path(args.child), rollout=args.rollout, threads=args.threads,
-                     max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora, batches=args.batches,
+                     max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora,
+                     lora_layers=args.lora_layers or None, batches=args.batches,
                      ppo_max_answer_tokens=args.ppo_max_answer_tokens or None, sampler_dtype=args.sampler_dtype)
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
@@ -283,7 +286,7 @@ def run_child(path: Path, rollout: str, args: argparse.Namespace) -> tuple[dict[
     """Measure one model and path in a fresh interpreter: (result, None) or (None, why it failed)."""
     command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path), "--rollout", rollout,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
-               "--repeats", str(args.repeats), "--lora", str(args.lora),
+               "--repeats", str(args.repeats), "--lora", str(args.lora), "--lora-layers", str(args.lora_layers),
                "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens), "--sampler-dtype", args.sampler_dtype,
                "--batches", *[str(b) for b in args.batches]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -337,7 +340,8 @@ def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[st
           f"before / {machine['load_after']:.2f} after, {args.threads} torch thread(s), memory read "
           f"{machine['bandwidth_gbs']:.1f} GB/s, max_new_tokens {args.max_new_tokens}, {args.repeats} repeat(s), "
           f"PPO micro-batches of {args.ppo_max_answer_tokens or 'all the'} answer tokens, "
-          f"LoRA r {args.lora or 'off (full model trainable)'}")
+          f"LoRA r {args.lora or 'off (full model trainable)'}"
+          + (f" on the top {args.lora_layers} layers" if args.lora and args.lora_layers else ""))
     print("absolute numbers: this machine, as loaded as it was; compare the ratios below")
     header = (f"{'model':<15}{'path':<10}{'batch':>6}{'s/act':>9}{'env steps/s':>13}{'answer tok':>12}"
               f"{'tokens/s':>10}{'prefill tok/s':>15}{'s/PPO sample':>14}{'MiB act':>9}{'MiB PPO':>9}"
@@ -386,6 +390,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="timed acts and PPO steps per batch size (default 1)")
     parser.add_argument("--lora", type=int, default=8, metavar="R",
                         help="LoRA rank of the trainable adapter (default 8; 0: every weight trainable)")
+    parser.add_argument("--lora-layers", type=int, default=0, metavar="N",
+                        help="adapt only the top N decoder layers, as the policy's lora.layers does (default 0: all)")
     parser.add_argument("--ppo-max-answer-tokens", type=int, default=0, metavar="N",
                         help="backpropagate the PPO minibatch in parts of at most N answer tokens, as "
                              "actor.ppo_max_answer_tokens does (default 0: the whole minibatch at once)")
@@ -404,10 +410,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.quick:
         args.models, args.batches, args.repeats, args.max_new_tokens = ["tiny-qwen2"], [1, 4], 1, 8
     if (args.threads < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.lora < 0
-            or args.ppo_max_answer_tokens < 0
+            or args.ppo_max_answer_tokens < 0 or args.lora_layers < 0
             or min(args.batches) < 1 or max(args.batches) > len(NAMES)):
         parser.error(f"need --threads, --repeats and --max-new-tokens of at least 1, --lora of 0 or more and "
-                     f"--batches between 1 and {len(NAMES)}, --ppo-max-answer-tokens of 0 or more")
+                     f"--batches between 1 and {len(NAMES)}, --ppo-max-answer-tokens and --lora-layers of 0 or more")
     return args
 
 
@@ -451,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_report(results, skipped, table, machine, args)
     if args.json is not None:
         settings = {k: getattr(args, k) for k in ("models", "batches", "threads", "max_new_tokens", "repeats", "lora",
-                                                  "ppo_max_answer_tokens", "quick")}
+                                                  "lora_layers", "ppo_max_answer_tokens", "quick")}
         record = {"machine": machine, "settings": settings, "models": results, "ratios": table,
                   "skipped": skipped, "failed": failed}
         args.json.parent.mkdir(parents=True, exist_ok=True)
