@@ -117,7 +117,8 @@ BASE_OVERRIDES: tuple[str, ...] = (
     "trainer.keep_checkpoints=1",
 )
 # Suites that start RL from the behaviour-cloned warm start by default, and the suite it imitates.
-WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lists", "miniwob-lm": "miniwob-warmstart"}
+WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lists", "miniwob-lm": "miniwob-warmstart",
+                                     "miniwob-email-nl": "miniwob-long-warmstart-lists"}
 # What a suite's runs need besides (before --set): miniwob-long's lists need the dom policy's list-item
 # features, which the longer warm start teaches; its longest oracle path is 15 steps; and from that sharper
 # warm start the first PPO update moved the policy by an approx KL of 2.7-3.2 under either reward and
@@ -126,6 +127,11 @@ WARM_START_SUITES: dict[str, str] = {"miniwob-long": "miniwob-long-warmstart-lis
 SUITE_OVERRIDES: dict[str, tuple[str, ...]] = {
     "miniwob-long": ("actor_rollout_ref.model.block_features=true", "actor_rollout_ref.warm_start.epochs=20",
                      "env.max_steps=24", "actor_rollout_ref.actor.max_kl=0.1", "actor_rollout_ref.actor.lr=0.003"),
+    # Pre-registered before any run on it (docs/results.md): miniwob-long's policy, warm start and trust region,
+    # a step cap of twice the longest oracle path, 50 held-out episodes per task evaluated before and after RL.
+    "miniwob-email-nl": ("actor_rollout_ref.model.block_features=true", "actor_rollout_ref.warm_start.epochs=20",
+                         "env.max_steps=12", "actor_rollout_ref.actor.max_kl=0.1",
+                         "actor_rollout_ref.actor.lr=0.003", "trainer.eval_episodes=50", "trainer.eval_every=0"),
     # The language-model suite: SmolLM2-135M (`admire models prepare smollm2-135m models/smollm2-135m`) with a
     # LoRA adapter, fixed before any run on it (docs/lm-policy.md says why each value): answers of at most 64
     # tokens (a demonstrated answer is about 50), four browsers so the policy acts on four screens at once,
