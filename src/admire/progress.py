@@ -7,8 +7,11 @@ own (:func:`progress_bar`), and a test into a list.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 ProgressFn = Callable[[int, int], None]
@@ -53,10 +56,19 @@ def counting(progress: ProgressFn | None, total: int) -> Callable[[Any], None] |
     return one_more
 
 
-class TrainingProgress:
-    """A rich progress bar over epochs with ETA and the live training success rate."""
+STATUS_EVERY_S = 5.0
+"""How often, at most, the status line is rewritten to ``status_file``."""
 
-    def __init__(self, total: int, completed: int, console: Any = None) -> None:
+
+class TrainingProgress:
+    """A rich progress bar over epochs with ETA and the live training success rate.
+
+    With ``status_file``, the bar's status line is also written there (at most every ``STATUS_EVERY_S``,
+    and at the end): a run started with ``--quiet`` by ``admire bench learning`` shows no bar, and the
+    benchmark's heartbeat reads this file to say what the run is doing (a warm start's minibatch, an
+    evaluation's episode) before its first epoch is logged."""
+
+    def __init__(self, total: int, completed: int, console: Any = None, status_file: Path | None = None) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         self._progress = Progress(
@@ -65,6 +77,9 @@ class TrainingProgress:
             transient=False,
         )
         self._task = self._progress.add_task("train", total=total, completed=completed, info="starting")
+        self._status_file = status_file
+        self._written_at = -STATUS_EVERY_S
+        self._last = "starting"
 
     def __enter__(self) -> TrainingProgress:
         self._progress.start()
@@ -72,9 +87,21 @@ class TrainingProgress:
 
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+        self._write_status(force=True)
 
     def status(self, text: str) -> None:
         self._progress.update(self._task, info=text)
+        self._last = text
+        self._write_status()
+
+    def _write_status(self, force: bool = False) -> None:
+        if self._status_file is None or (not force and time.monotonic() - self._written_at < STATUS_EVERY_S):
+            return
+        from admire.fileio import atomic_write_text
+
+        self._written_at = time.monotonic()
+        with contextlib.suppress(OSError):  # a status line is a courtesy: never the reason a run stops
+            atomic_write_text(self._status_file, self._last + "\n")
 
     def counter(self, label: str) -> ProgressFn:
         """A ``progress(done, total)`` that shows ``<label> done/total`` as the bar's status."""
@@ -86,3 +113,5 @@ class TrainingProgress:
         if "eval/success" in metrics:
             info += f"  eval {metrics['eval/success']:.0%}"
         self._progress.update(self._task, advance=1, info=info)
+        self._last = info
+        self._write_status(force=True)

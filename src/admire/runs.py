@@ -53,6 +53,11 @@ class RunDir:
         return self.path / "milestones.sqlite"
 
     @property
+    def status(self) -> Path:
+        """One line: what the run is doing now (the progress bar's status; ``admire bench learning`` reads it)."""
+        return self.path / "status.txt"
+
+    @property
     def summary(self) -> Path:
         return self.path / "summary.json"
 

@@ -440,3 +440,9 @@ def test_a_continued_run_takes_this_invocations_budget(learning: ModuleType, tmp
     assert learning.train_command(arm, tmp_path / arm.name)[-3:] == [
         f"resume={tmp_path / arm.name}", "trainer.total_epochs=30", "trainer.total_env_steps=280"]
     assert learning.train_command(start, tmp_path / start.name)[-1] == f"resume={tmp_path / start.name}"
+
+
+def test_the_heartbeat_reads_a_runs_status_line(learning: ModuleType, tmp_path: Path) -> None:
+    assert learning.run_status(tmp_path / "missing") == "starting"
+    (tmp_path / "status.txt").write_text("warm start: imitating, minibatch 12/57\n")
+    assert learning.run_status(tmp_path) == "warm start: imitating, minibatch 12/57"

@@ -122,6 +122,7 @@ def test_a_run_killed_after_its_warm_start_resumes_without_imitating_again(
     killed = RunDir(tmp_path / "killed")
     assert imitations == ["imitated"] * 2
     assert (killed.checkpoints / "warm.json").is_file() and not killed.start_checkpoint.exists()
+    assert killed.status.read_text() == "evaluating the policy before RL\n"  # what the run was doing
     assert killed.load_checkpoint()["state"]["warm_start"] == {"demonstrations": 3.0, "nll_after": 0.25}
 
     summary = train(load_config(overrides=[*FAKE, *warm]), killed, console=Console(quiet=True),
@@ -129,6 +130,7 @@ def test_a_run_killed_after_its_warm_start_resumes_without_imitating_again(
     assert imitations == ["imitated"] * 2  # the resume evaluated the imitated weights; it did not imitate again
     assert not (killed.checkpoints / "warm.json").exists() and killed.start_checkpoint.is_file()
     assert summary["warm_start"] == whole_summary["warm_start"]
+    assert killed.status.read_text() == "finished\n"
     assert summary["before"] == whole_summary["before"] and summary["after"] == whole_summary["after"]
     resumed, uninterrupted = policy_weights(killed), policy_weights(whole)
     assert all(torch.equal(resumed[k], v) for k, v in uninterrupted.items())

@@ -437,7 +437,7 @@ class Scheduler:
         for name in self.running:
             last = last_metrics(self.out / "runs" / name / "metrics.jsonl")
             if last is None:
-                parts.append(f"{name} starting")
+                parts.append(f"{name} {run_status(self.out / 'runs' / name)}")
             else:
                 parts.append(f"{name} epoch {int(last.get('step', 0)) + 1}, "
                              f"{int(last.get('env_steps_total', 0))} env steps")
@@ -447,6 +447,15 @@ class Scheduler:
     @property
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
+
+
+def run_status(run_dir: Path) -> str:
+    """The run's own status line (``status.txt``, the trainer's progress), or "starting" before it has one."""
+    try:
+        text = (run_dir / "status.txt").read_text(encoding="utf-8").strip()
+    except OSError:
+        return "starting"
+    return text[:120] or "starting"
 
 
 def clock(seconds: float) -> str:

@@ -102,7 +102,8 @@ def train(
                           tensorboard=bool(cfg.tracking.tensorboard), swanlab=cfg.tracking.swanlab,
                           wandb=cfg.tracking.wandb)
         stack.callback(tracker.close)
-        progress = stack.enter_context(TrainingProgress(int(cfg.trainer.total_epochs), state.epoch, console))
+        progress = stack.enter_context(TrainingProgress(int(cfg.trainer.total_epochs), state.epoch, console,
+                                                        status_file=run.status))
         max_steps = int(cfg.env.max_steps)
         started = time.perf_counter() - state.wall_s
 
@@ -197,6 +198,7 @@ def train(
             "bank_version": bank.version,
         }
         run.write_summary(summary)
+        progress.status("finished")
         plot_learning_curve(read_metrics(run.metrics), run.report / "learning_curve.png")
     return summary
 
