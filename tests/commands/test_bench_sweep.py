@@ -136,3 +136,12 @@ def test_a_sweep_then_a_test_run_with_each_arms_best_setting(tmp_path: Path, mon
     assert learning.main([*base, "--variants", "outcome_traj", "--out", str(tmp_path / "y"), "--tuned-from",
                           str(sweep)]) == 2
     assert "no finished setting of outcome_traj" in capsys.readouterr().err
+
+
+def test_each_start_of_a_sweep_is_hashed_in_the_results(tmp_path: Path) -> None:
+    for name in ("start-s0", "start@epochs=5-s0", "startle-s0"):
+        folder = tmp_path / name / "checkpoints"
+        folder.mkdir(parents=True)
+        (folder / "start.json").write_text(json.dumps({"tensors_sha256": f"hash of {name}"}))
+    assert learning.shared_starts(tmp_path) == {"start-s0": "hash of start-s0",
+                                                "start@epochs=5-s0": "hash of start@epochs=5-s0"}

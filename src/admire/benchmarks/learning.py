@@ -854,7 +854,9 @@ def discover_runs(runs_dir: Path) -> list[tuple[str, int]]:
 def shared_starts(runs_dir: Path) -> dict[str, str]:
     """Per seed's start run, the sha256 of the weights every arm of that seed began from."""
     found: dict[str, str] = {}
-    for entry in sorted(runs_dir.glob(f"{START}-s*/checkpoints/{START}.json")):
+    for entry in sorted(runs_dir.glob(f"{START}*-s*/checkpoints/{START}.json")):
+        if base_variant(entry.parents[1].name.rpartition("-s")[0]) != START:
+            continue
         try:
             found[entry.parents[1].name] = str(json.loads(entry.read_text(encoding="utf-8"))["tensors_sha256"])
         except (OSError, ValueError, KeyError, TypeError):
