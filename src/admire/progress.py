@@ -8,6 +8,7 @@ own (:func:`progress_bar`), and a test into a list.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,7 +58,13 @@ def counting(progress: ProgressFn | None, total: int) -> Callable[[Any], None] |
 
 
 STATUS_EVERY_S = 5.0
-"""How often, at most, the status line is rewritten to ``status_file``."""
+"""How often, at most, a counting status line (``… episode 3/20``) is rewritten to ``status_file``; a line of
+another phase is written at once."""
+
+
+def _phase(text: str) -> str:
+    """A status line without its numbers: two lines of one phase differ only in their counts."""
+    return re.sub(r"\d+", "", text)
 
 
 class TrainingProgress:
@@ -91,8 +98,9 @@ class TrainingProgress:
 
     def status(self, text: str) -> None:
         self._progress.update(self._task, info=text)
+        changed = _phase(text) != _phase(self._last)  # a new phase is written at once; a counter is throttled
         self._last = text
-        self._write_status()
+        self._write_status(force=changed)
 
     def _write_status(self, force: bool = False) -> None:
         if self._status_file is None or (not force and time.monotonic() - self._written_at < STATUS_EVERY_S):

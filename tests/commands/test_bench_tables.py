@@ -78,6 +78,8 @@ def test_the_tables_render_in_the_papers_shape_with_rows_not_run() -> None:
     assert "| RLOO | – (`outcome_rloo`: no finished run) | – (`rloo`: no finished run) |" in text
     assert "Table 3" in text  # its adaptive row finished
     assert render_tables({}, {}) == []
+    trained_later = render_tables(summary, {"admire": "an old reason"})  # a row trained since shows its numbers
+    assert "| ADMIRE | 60.0 ± 5.0 (3 seeds) |" in "\n".join(trained_later)
 
 
 def test_table_1_without_an_endpoint_trains_the_other_rows_and_reports_the_judge_row_not_run(

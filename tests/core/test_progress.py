@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -77,3 +78,24 @@ def test_admire_eval_shows_a_bar_over_its_episodes(tmp_path, capsys: pytest.Capt
     out, err = capsys.readouterr()
     assert "eval fake-form/login: episodes" in err and "3/3" in err  # the bar, on stderr
     assert "success" in out  # the table, on stdout
+
+
+def test_the_status_file_gets_each_new_phase_at_once_and_counts_at_most_every_few_seconds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from admire import progress as module
+
+    clock = [100.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    status = tmp_path / "status.txt"
+    with module.TrainingProgress(3, 0, Console(quiet=True), status_file=status) as bar:
+        bar.status("warm start: demonstration 1/40")
+        assert status.read_text() == "warm start: demonstration 1/40\n"
+        bar.status("warm start: demonstration 2/40")  # the same phase within 5 s: not yet
+        assert status.read_text() == "warm start: demonstration 1/40\n"
+        bar.status("warm start: imitating, minibatch 1/57")  # a new phase: at once
+        assert status.read_text() == "warm start: imitating, minibatch 1/57\n"
+        clock[0] += module.STATUS_EVERY_S
+        bar.status("warm start: imitating, minibatch 9/57")
+        assert status.read_text() == "warm start: imitating, minibatch 9/57\n"
+        bar.status("warm start: imitating, minibatch 10/57")
+    assert status.read_text() == "warm start: imitating, minibatch 10/57\n"  # the last line, on exit

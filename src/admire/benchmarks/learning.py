@@ -65,6 +65,7 @@ from admire.benchmarks.sweep import (
     override_key,
     parse_sweeps,
     render_sweep,
+    tag,
     tuned_overrides,
 )
 from admire.tracking import read_metrics
@@ -252,7 +253,7 @@ def build_plan(variants: Sequence[str], seeds: Sequence[int], common: Sequence[s
 
     def arm(variant: str, setting: Setting, seed: int, extra: Sequence[str] = (), needs: str | None = None) -> RunSpec:
         own = [*setting.overrides, *tuned.get(variant, ())]
-        start = start_label(own, setting.label or (f"tuned-{variant}" if tuned.get(variant) else ""))
+        start = start_label(own)
         if shared and run_name(start, seed) not in starts:
             starts.add(run_name(start, seed))
             plan.append(RunSpec(start, seed, tuple(run_overrides(start, seed, common, runs_dir,
@@ -284,9 +285,11 @@ def start_overrides(overrides: Sequence[str]) -> list[str]:
             and any(override_key(o) == k or override_key(o).startswith(f"{k}.") for k in START_KEYS)]
 
 
-def start_label(overrides: Sequence[str], tag: str) -> str:
-    """``start``, or ``start@<tag>`` where ``overrides`` change what the start is."""
-    return label(START, Setting(label=tag)) if start_overrides(overrides) else START
+def start_label(overrides: Sequence[str]) -> str:
+    """``start``, or ``start@<those values>`` where ``overrides`` change what the start is: arms whose start
+    values are equal share one start, whatever else their settings change."""
+    changing = start_overrides(overrides)
+    return label(START, Setting(tuple(changing), tag(changing))) if changing else START
 
 
 def run_overrides(variant: str, seed: int, common: Sequence[str], runs_dir: Path,
@@ -618,20 +621,24 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     outcome-only with its interval and p-values (``admire.benchmarks.intervals``), and per-task success."""
     order = {name: i for i, name in enumerate(VARIANTS)}
     variants = sorted({r.variant for r in results}, key=lambda v: (order.get(base_variant(v), len(order)), v))
-    outcome_after = {r.seed: r.after["success"] for r in results
-                     if r.variant == "outcome" and r.ok and r.after is not None}
+    outcome_after: dict[str, dict[int, float]] = {}
+    for r in results:
+        if base_variant(r.variant) == "outcome" and r.ok and r.after is not None:
+            outcome_after.setdefault(r.variant, {})[r.seed] = r.after["success"]
     table: dict[str, dict[str, Any]] = {}
     for variant in variants:
         runs = sorted((r for r in results if r.variant == variant), key=lambda r: r.seed)
         done = [r for r in runs if r.ok and r.before is not None and r.after is not None]
         after = {r.seed: float(r.after["success"]) for r in done}  # type: ignore[index]
-        paired = {seed: value - outcome_after[seed] for seed, value in after.items() if seed in outcome_after}
+        baseline = baseline_of(variant)  # outcome-only in the same setting
+        versus = outcome_after.get(baseline, {})
+        paired = {seed: value - versus[seed] for seed, value in after.items() if seed in versus}
         table[variant] = {
             "runs": len(runs),
             "ok": len(done),
             "before": spread({r.seed: float(r.before["success"]) for r in done}),  # type: ignore[index]
             "after": spread(after),
-            "gain_over_outcome": spread(paired) if variant != "outcome" and paired else None,
+            "gain_over_outcome": spread(paired) if variant != baseline and paired else None,
             "env_steps": _mean(r.env_steps for r in done),
             "utilisation": _mean(r.utilisation for r in done),
             "milestone_cost": _mean(r.milestone_cost for r in done),
@@ -639,22 +646,29 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "step_gap": _mean(r.step_gap for r in done),
             "step_gap_norm": _mean(r.step_gap_norm for r in done),
             "wall_s": _mean(r.wall_s for r in done),
-            **episode_statistics(done, [r for r in results if r.variant == "outcome" and r.ok], variant),
+            **episode_statistics(done, [r for r in results if r.variant == baseline and r.ok], variant != baseline),
             "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
                        for r in runs if not r.ok],
         }
     return table
 
 
-def episode_statistics(done: Sequence[RunResult], outcome: Sequence[RunResult], variant: str) -> dict[str, Any]:
+def baseline_of(variant: str) -> str:
+    """The outcome-only configuration a variant is compared with: ``outcome`` in the same sweep setting."""
+    _, _, setting = variant.partition(SEPARATOR)
+    return label("outcome", Setting(label=setting))
+
+
+def episode_statistics(done: Sequence[RunResult], outcome: Sequence[RunResult], compared: bool) -> dict[str, Any]:
     """The episode-level numbers of one variant's finished runs: intervals, the paired test against
-    outcome-only on the same seeds and episodes, and success per task (mean over seeds, and per seed)."""
+    outcome-only on the same seeds and episodes (when ``compared``: not for outcome-only itself), and success per
+    task (mean over seeds, and per seed)."""
     before: dict[int, Episodes] = {r.seed: r.episodes_before for r in done if r.episodes_before}
     after: dict[int, Episodes] = {r.seed: r.episodes_after for r in done if r.episodes_after}
     baseline: dict[int, Episodes] = {r.seed: r.episodes_after for r in outcome if r.episodes_after}
     stats: dict[str, Any] = {"before_ci": _as_dict(bootstrap_interval(before)),
                              "after_ci": _as_dict(bootstrap_interval(after)), "vs_outcome": None}
-    if variant != "outcome" and baseline:
+    if compared and baseline:
         shared = sorted(set(after) & set(baseline))
         per_seed = {seed: suite_success(after[seed]) - suite_success(baseline[seed]) for seed in shared}
         difference = paired_difference(after, baseline)
@@ -891,7 +905,7 @@ def write_report(out: Path, suite: str | None, executions: Mapping[str, Executio
     (out / "results.md").write_text(markdown, encoding="utf-8")
     split = next((o.split("=", 1)[1] for o in common if override_key(o) == "trainer.eval_split"), "test")
     payload = {"suite": suite, "split": split, "commands": commands, "common_overrides": list(common),
-               "variants": {v: list(VARIANTS.get(v, ())) for v in table}, "summary": table,
+               "variants": {v: list(VARIANTS.get(base_variant(v), ())) for v in table}, "summary": table,
                "shared_starts": shared_starts(out / "runs"), "runs": [asdict(r) for r in results]}
     if configurations:
         payload["configurations"] = configurations
@@ -1005,7 +1019,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_sweep(settings, args.variants, VARIANTS, args.split)
         if args.tuned_from and args.sweeps:
             raise ValueError("--tuned-from runs the settings a sweep chose; it does not sweep again")
-        tuned = tuned_overrides(Path(args.tuned_from), args.variants) if args.tuned_from else {}
+        wanted = [*args.variants, *([STATIC_SOURCE] if STATIC in args.variants else [])]  # static's bank source
+        tuned = tuned_overrides(Path(args.tuned_from), list(dict.fromkeys(wanted)), args.suite) \
+            if args.tuned_from else {}
         plan = build_plan(args.variants, args.seeds, common, out, settings, tuned)
     except ValueError as exc:
         print(f"admire bench learning: {exc}", file=sys.stderr)

@@ -102,10 +102,9 @@ def _finished(row: Mapping[str, Any] | None) -> bool:
 
 
 def _cell(row: Mapping[str, Any] | None, reason: str | None, variant: str) -> str:
-    if reason is not None:
-        return f"not run: {reason}"
+    """A finished row's numbers (a row once left out and trained later shows its numbers, not the old reason)."""
     if not _finished(row):
-        return f"– (`{variant}`: no finished run)"
+        return f"not run: {reason}" if reason is not None else f"– (`{variant}`: no finished run)"
     assert row is not None
     interval = row.get("after_ci")
     after = row["after"]

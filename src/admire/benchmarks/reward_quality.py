@@ -82,7 +82,9 @@ def oracle_steps_hit(run_path: Path, oracles: Sequence[Any]) -> tuple[int, int]:
         return 0, sum(len(t.steps) for t in oracles)
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "milestones.sqlite"
-        shutil.copyfile(run_path / "milestones.sqlite", copy)
+        for suffix in ("", "-wal"):  # the write-ahead log holds what a running or killed run wrote last
+            if (run_path / f"milestones.sqlite{suffix}").is_file():
+                shutil.copyfile(run_path / f"milestones.sqlite{suffix}", Path(f"{copy}{suffix}"))
         bank = MilestoneBank(copy, mode=cfg.milestone_reward.mode)  # type: ignore[arg-type]
         try:
             scored = score_batch(oracles, bank, build_matcher(reward), reward, epoch=10**6)
@@ -92,9 +94,9 @@ def oracle_steps_hit(run_path: Path, oracles: Sequence[Any]) -> tuple[int, int]:
     return hits, sum(len(breakdowns) for breakdowns in scored)
 
 
-def replay_oracles(instances: Sequence[Any], max_steps: int) -> tuple[list[Any], list[str]]:
-    """The oracle's successful episode on each instance (a ``Task``) that has an oracle; and the tasks that
-    have none."""
+def replay_oracles(instances: Sequence[Any], max_steps: int) -> tuple[list[Any], list[str], int]:
+    """The oracle's successful episode on each instance (a ``Task``) that has an oracle; the tasks that have
+    none; and how many replays did not succeed (left out)."""
     from admire.agent.pretrain import record_oracle_demonstrations
     from admire.envs.base import ENVS
     from admire.envs.oracles import oracle_tasks
@@ -103,30 +105,31 @@ def replay_oracles(instances: Sequence[Any], max_steps: int) -> tuple[list[Any],
     playable = [task for task in instances if task.template in known]
     without = sorted({task.name for task in instances if task.template not in known})
     if not playable:
-        return [], without
+        return [], without, 0
     env = ENVS["miniwob"](max_steps=max_steps)
     try:
         demos = record_oracle_demonstrations(env, playable, max_steps=max_steps)
     finally:
         env.close()
-    return [d for d in demos if d.success], without
+    solved = [d for d in demos if d.success]
+    return solved, without, len(demos) - len(solved)
 
 
 def measure(run_path: Path, max_instances: int) -> dict[str, Any]:
+    from admire.config import load_run_config
     from admire.rl.scoring import step_reward_gap
 
     paid = paid_runs(run_path)
     by_instance = {(t.task.name, t.task.seed): t.task for t, _ in paid}
     instances = [by_instance[key] for key in sorted(by_instance)[:max_instances]]
-    max_steps = max((len(t.steps) for t, _ in paid), default=1) * 2
-    oracles, without = replay_oracles(instances, max_steps)
+    oracles, without, failed = replay_oracles(instances, int(load_run_config(run_path).env.max_steps))
     paths = {(o.task.name, o.task.seed): {normalised(s.grounded_description) for s in o.steps} for o in oracles}
     on_path, hits = hits_on_path(paid, paths)
     oracle_hits, oracle_steps = oracle_steps_hit(run_path, oracles)
     gap = step_reward_gap(paid)
     return {
         "run": str(run_path), "episodes": len(paid), "instances": len(instances), "oracle_episodes": len(oracles),
-        "tasks_without_oracle": without, "step_gap": gap.get("reward/step_gap"),
+        "oracle_failures": failed, "tasks_without_oracle": without, "step_gap": gap.get("reward/step_gap"),
         "step_gap_norm": gap.get("reward/step_gap_norm"), "hits": hits, "hits_on_oracle_path": on_path,
         "share_hits_on_path": on_path / hits if hits else None, "oracle_steps": oracle_steps,
         "oracle_steps_hit": oracle_hits, "share_oracle_steps_hit": oracle_hits / oracle_steps if oracle_steps else None,
@@ -151,6 +154,8 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
     for r in results:
         if r["tasks_without_oracle"]:
             print(f"{r['run']}: no oracle for {', '.join(r['tasks_without_oracle'])} (left out)")
+        if r["oracle_failures"]:
+            print(f"{r['run']}: {r['oracle_failures']} oracle replays did not succeed within env.max_steps (left out)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

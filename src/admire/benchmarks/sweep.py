@@ -3,10 +3,11 @@ in which each arm takes its own best setting (``--tuned-from``).
 
 Why a module of its own: a comparison is only fair when the baseline was tuned as hard as the method. A sweep
 trains every variant in every setting (the product of the swept keys' values) on every seed, each pair as its
-own configuration labelled ``<variant>@<key>=<value>[,…]`` (a key by its last dotted part, or whole where two
-swept keys share it). Its report ranks each variant's settings by mean held-out success over the seeds and
-marks the best (a tie goes to the setting listed first); ``results.json`` keeps the choice (``sweep.best``),
-and ``--tuned-from OUT`` hands each variant the overrides of its own best setting.
+own configuration labelled ``<variant>@<key>:<value>[+<key>:<value>…]`` (a key by its last dotted part, or
+whole where two swept keys share it; no ``=`` or ``,``, which a command-line override would split on). Its
+report ranks each variant's settings by mean held-out success over the seeds and marks the best among those
+whose every seed finished (a tie goes to the setting the command listed first); ``results.json`` keeps the
+choice (``sweep.best``), and ``--tuned-from OUT`` hands each variant the overrides of its own best setting.
 
 Refused, each in one line: a sweep on the test split (a choice is made on validation seeds only), a key a
 chosen variant defines (``outcome`` is ``reward.mode=outcome``: sweeping that key would erase the variant), a
@@ -26,7 +27,7 @@ from typing import Any
 
 SEPARATOR = "@"
 """Between a variant and its setting in a configuration's label (``admire@lr=0.003``)."""
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+\-]+$")
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._\-]+$")
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,24 @@ def parse_sweeps(specs: Sequence[str]) -> tuple[Setting, ...]:
         bad = next((v for v in values if not _SAFE_VALUE.match(v)), None)
         if bad is not None:
             raise ValueError(f"--sweep {spec!r}: value {bad!r} cannot name a run folder; sweep values are plain "
-                             "numbers or words (letters, digits, . _ + -)")
+                             "numbers or words (letters, digits, . _ -)")
         if len(set(values)) != len(values):
             raise ValueError(f"--sweep {spec!r}: a value is listed twice")
         if override_key(key) in map(override_key, keys):
             raise ValueError(f"--sweep names {override_key(key)} twice; give all its values in one --sweep")
         keys.append(key.strip())
         choices.append(values)
-    names = short_names([override_key(k) for k in keys])
-    return tuple(Setting(tuple(f"{k}={v}" for k, v in zip(keys, combo, strict=True)),
-                         ",".join(f"{n}={v}" for n, v in zip(names, combo, strict=True)))
-                 for combo in itertools.product(*choices))
+    return tuple(Setting(overrides, tag(overrides))
+                 for overrides in (tuple(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
+                                   for combo in itertools.product(*choices)))
+
+
+def tag(overrides: Sequence[str]) -> str:
+    """The label part for ``overrides``: ``lr:0.01+max_kl:0.1`` (each key by its last dotted part where that
+    is unambiguous)."""
+    keys = [override_key(o) for o in overrides]
+    names = short_names(keys)
+    return "+".join(f"{name}:{o.split('=', 1)[1]}" for name, o in zip(names, overrides, strict=True))
 
 
 def short_names(keys: Sequence[str]) -> list[str]:
@@ -104,14 +112,17 @@ def check_sweep(settings: Sequence[Setting], variants: Sequence[str], variant_ke
 
 def best_settings(table: Mapping[str, Mapping[str, Any]], settings: Mapping[str, Sequence[str]]
                   ) -> dict[str, dict[str, Any]]:
-    """Per variant, the configuration with the highest mean held-out success after RL over its seeds (a tie:
-    the one listed first in ``table``), with its overrides; configurations without a finished run are skipped."""
+    """Per variant, the configuration with the highest mean held-out success after RL over its seeds, among
+    those whose every planned seed finished (so every candidate is judged on the same seeds); a tie goes to the
+    configuration listed first in ``settings`` (the plan's order: the order the command gave the values)."""
+    order = [name for name in settings if name in table] + [name for name in table if name not in settings]
     best: dict[str, dict[str, Any]] = {}
-    for name, row in table.items():
+    for name in order:
+        row = table[name]
         if SEPARATOR not in name:
             continue
         mean = (row.get("after") or {}).get("mean")
-        if mean is None:
+        if mean is None or row.get("ok", 0) < row.get("runs", 0):
             continue
         variant = base_variant(name)
         if variant not in best or mean > best[variant]["after_mean"]:
@@ -120,8 +131,8 @@ def best_settings(table: Mapping[str, Mapping[str, Any]], settings: Mapping[str,
     return best
 
 
-def tuned_overrides(folder: Path, variants: Sequence[str]) -> dict[str, list[str]]:
-    """Each variant's best setting from the sweep whose results ``folder`` holds (``--tuned-from``)."""
+def tuned_overrides(folder: Path, variants: Sequence[str], suite: str) -> dict[str, list[str]]:
+    """Each variant's best setting from the sweep on ``suite`` whose results ``folder`` holds (``--tuned-from``)."""
     path = folder / "results.json"
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -131,6 +142,9 @@ def tuned_overrides(folder: Path, variants: Sequence[str]) -> dict[str, list[str
     sweep = payload.get("sweep") if isinstance(payload, dict) else None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("best"), dict):
         raise ValueError(f"--tuned-from {folder}: its results hold no sweep; point it at a --sweep benchmark")
+    if payload.get("suite") != suite:
+        raise ValueError(f"--tuned-from {folder}: its sweep ran on {payload.get('suite')!r}, not {suite!r}; "
+                         "settings are chosen on the suite they are used on")
     if payload.get("split") != "validation":
         raise ValueError(f"--tuned-from {folder}: its sweep ran on the {payload.get('split')!r} split; settings "
                          "are chosen on validation seeds only")
