@@ -150,6 +150,7 @@ def train(
                                   **loop.advantage_options)
 
             # 4. PPO-clip update (clip range and loss aggregation: actor_rollout_ref.actor.*).
+            progress.status(f"epoch {epoch}: PPO update on {len(batch.samples)} samples")
             policy.train()
             update = ppo_update(policy, optimizer, batch.samples, ppo_cfg, update_rng, reference=reference)
             check_finite_weights(policy, f"the update of epoch {epoch} (its checkpoint was not written)")
