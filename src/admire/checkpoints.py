@@ -101,10 +101,7 @@ def save(directory: str | Path, state: Mapping[str, Any], epoch: int, keep: int 
     """Write ``epoch_XXXX.safetensors`` and ``epoch_XXXX.json``, then point ``latest.json`` at them; keep
     the newest ``keep`` epochs (``keep < 1`` keeps all). Returns the entry's JSON path."""
     folder = Path(directory)
-    stem = f"epoch_{int(epoch):04d}"
-    tensors_bytes, tree = encode(state)
-    entry = write_entry(folder, stem, tensors_bytes, tree, epoch=int(epoch))
-    write_latest(folder, entry, epoch=int(epoch))
+    entry = _save_entry(folder, f"epoch_{int(epoch):04d}", state, int(epoch))
     prune(folder, keep)
     return entry
 
@@ -114,11 +111,8 @@ def save_start(directory: str | Path, state: Mapping[str, Any]) -> Path:
     the evaluation before RL) and point ``latest.json`` at it. Pruning never removes it: other runs may start
     from it (``actor_rollout_ref.warm_start.from_run``)."""
     folder = Path(directory)
-    tensors_bytes, tree = encode(state)
-    entry = write_entry(folder, START, tensors_bytes, tree, epoch=0)
-    write_latest(folder, entry, epoch=0)
-    (folder / f"{WARM}.json").unlink(missing_ok=True)  # the JSON first: no entry names a missing file
-    (folder / f"{WARM}.safetensors").unlink(missing_ok=True)
+    entry = _save_entry(folder, START, state, 0)
+    _remove_entry(folder, WARM)
     return entry
 
 
@@ -126,11 +120,20 @@ def save_warm(directory: str | Path, state: Mapping[str, Any]) -> Path:
     """Write ``warm.safetensors`` + ``warm.json`` (the run after its warm start, before its evaluation before
     RL) and point ``latest.json`` at it: a run killed while it evaluates resumes there instead of imitating
     the demonstrations again. :func:`save_start` removes it once the start is written."""
-    folder = Path(directory)
+    return _save_entry(Path(directory), WARM, state, 0)
+
+
+def _save_entry(folder: Path, stem: str, state: Mapping[str, Any], epoch: int) -> Path:
+    """Write the entry ``stem`` (tensors, then its JSON) and point ``latest.json`` at it."""
     tensors_bytes, tree = encode(state)
-    entry = write_entry(folder, WARM, tensors_bytes, tree, epoch=0)
-    write_latest(folder, entry, epoch=0)
+    entry = write_entry(folder, stem, tensors_bytes, tree, epoch=epoch)
+    write_latest(folder, entry, epoch=epoch)
     return entry
+
+
+def _remove_entry(folder: Path, stem: str) -> None:
+    (folder / f"{stem}.json").unlink(missing_ok=True)  # the JSON first: no entry names a missing file
+    (folder / f"{stem}.safetensors").unlink(missing_ok=True)
 
 
 def encode(state: Mapping[str, Any]) -> tuple[bytes, Any]:
@@ -172,8 +175,7 @@ def prune(folder: Path, keep: int) -> None:
         stem = f"epoch_{epoch:04d}"
         if f"{stem}.json" == current:
             continue
-        (folder / f"{stem}.json").unlink(missing_ok=True)  # the JSON first: no entry names a missing file
-        (folder / f"{stem}.safetensors").unlink(missing_ok=True)
+        _remove_entry(folder, stem)
 
 
 def _encode(value: Any, where: str, tensors: dict[str, Any]) -> Any:

@@ -107,11 +107,11 @@ def train(
         max_steps = int(cfg.env.max_steps)
         started = time.perf_counter() - state.wall_s
 
-        evaluation: dict[str, float] | None = None
         def snapshot(reached: TrainState) -> dict[str, Any]:
             reached.wall_s = time.perf_counter() - started
             return checkpoint_state(policy, optimizer, bank, update_rng, reached, experiment)
 
+        evaluation: dict[str, float] | None = None
         if state.baseline is None:  # before RL: a warm start (this run's or another's) and an evaluation
             state = start_of_rl(policy, envs, suite, cfg, run, update_rng, state, progress,
                                 on_warm_started=lambda warm: run.save_warm_checkpoint(snapshot(warm)))
