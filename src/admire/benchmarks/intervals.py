@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -141,3 +142,26 @@ def _interval(mean: float, estimates: np.ndarray, level: float) -> Interval:
     tail = (1.0 - level) / 2
     low, high = np.quantile(estimates, [tail, 1.0 - tail])
     return Interval(mean, float(low), float(high))
+
+
+# --------------------------------------------------------------------------------------------------
+# As the benchmark reports print them (fractions shown as percent)
+# --------------------------------------------------------------------------------------------------
+
+
+def percent(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{100 * value:.{digits}f}"
+
+
+def mean_pm_std(stats: Mapping[str, Any] | None) -> str:
+    """``mean ± std`` of a spread over seeds, in percent."""
+    if not stats or stats["mean"] is None:
+        return "–"
+    return f"{percent(stats['mean'])} ± {percent(stats['std'])}"
+
+
+def interval_text(stats: Mapping[str, Any] | None) -> str:
+    """``mean [low, high]`` of an interval (``Interval.as_dict``), in percent."""
+    if not stats:
+        return "–"
+    return f"{percent(stats['mean'])} [{percent(stats['low'])}, {percent(stats['high'])}]"

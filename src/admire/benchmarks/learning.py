@@ -48,8 +48,11 @@ from typing import Any, TextIO
 from admire.benchmarks.intervals import (
     Episodes,
     bootstrap_interval,
+    interval_text,
+    mean_pm_std,
     paired_difference,
     paired_permutation_p,
+    percent,
     sign_flip_p,
     suite_success,
 )
@@ -693,21 +696,11 @@ def _as_dict(interval: Any) -> dict[str, float] | None:
     return None if interval is None else interval.as_dict()
 
 
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "–" if value is None else f"{100 * value:.{digits}f}"
-
-
-def _pm(stats: Mapping[str, Any] | None) -> str:
-    if not stats or stats["mean"] is None:
-        return "–"
-    return f"{_pct(stats['mean'])} ± {_pct(stats['std'])}"
-
-
 def _per_seed(runs: Sequence[RunResult]) -> str:
     parts = []
     for run in sorted(runs, key=lambda r: r.seed):
         if run.ok and run.before is not None and run.after is not None:
-            parts.append(f"s{run.seed}: {_pct(run.before['success'], 0)} → {_pct(run.after['success'], 0)}")
+            parts.append(f"s{run.seed}: {percent(run.before['success'], 0)} → {percent(run.after['success'], 0)}")
         elif run.status == "failed":
             parts.append(f"s{run.seed}: failed (exit {run.exit_code})")
         else:
@@ -742,9 +735,10 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
         runs = [r for r in results if r.variant == variant]
         env_steps = "–" if row["env_steps"] is None else f"{row['env_steps']:,.0f}"
         lines.append(
-            f"| {variant} | {row['ok']}/{row['runs']} | {_pm(row['before'])} → {_pm(row['after'])} "
-            f"| {_per_seed(runs)} | {_pm(row['gain_over_outcome'])} | {env_steps} | {_pct(row['utilisation'])}% "
-            f"| {_pct(row['milestone_cost'])}% | {_pct(row['coverage'])}% | {_gap(row)} |")
+            f"| {variant} | {row['ok']}/{row['runs']} | {mean_pm_std(row['before'])} → {mean_pm_std(row['after'])} "
+            f"| {_per_seed(runs)} | {mean_pm_std(row['gain_over_outcome'])} | {env_steps} "
+            f"| {percent(row['utilisation'])}% | {percent(row['milestone_cost'])}% | {percent(row['coverage'])}% "
+            f"| {_gap(row)} |")
     lines += render_intervals(table)
     lines += render_sweep(table, best or {})
     lines += render_tables(table, not_run or {})
@@ -773,12 +767,6 @@ def _gap(row: Mapping[str, Any]) -> str:
     return f"{row['step_gap']:.3f}" + ("" if normalised is None else f" ({normalised:.2f})")
 
 
-def _ci(stats: Mapping[str, Any] | None) -> str:
-    if not stats:
-        return "–"
-    return f"{_pct(stats['mean'])} [{_pct(stats['low'])}, {_pct(stats['high'])}]"
-
-
 def _p(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
 
@@ -794,8 +782,8 @@ def render_intervals(table: Mapping[str, Mapping[str, Any]]) -> list[str]:
              "| variant | before | after | Δ vs outcome | p (seeds) | p (episodes) |", "|---|---|---|---|---|---|"]
     for variant, row in table.items():
         versus = row.get("vs_outcome") or {}
-        lines.append(f"| {variant} | {_ci(row.get('before_ci'))} | {_ci(row.get('after_ci'))} "
-                     f"| {_ci(versus) if versus else '–'} | {_p(versus.get('p_sign_flip_seeds'))} "
+        lines.append(f"| {variant} | {interval_text(row.get('before_ci'))} | {interval_text(row.get('after_ci'))} "
+                     f"| {interval_text(versus) if versus else '–'} | {_p(versus.get('p_sign_flip_seeds'))} "
                      f"| {_p(versus.get('p_permutation_episodes'))} |")
     tasks = sorted({task for row in table.values() for task in (row.get("per_task") or {})})
     if tasks:
@@ -808,8 +796,8 @@ def render_intervals(table: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 if not entry:
                     cells.append("–")
                     continue
-                seeds = ", ".join(_pct(v, 0) for v in entry["after"]["per_seed"].values())
-                cells.append(f"{_pct(entry['before']['mean'], 0)} → {_pct(entry['after']['mean'], 0)} ({seeds})")
+                seeds = ", ".join(percent(v, 0) for v in entry["after"]["per_seed"].values())
+                cells.append(f"{percent(entry['before']['mean'], 0)} → {percent(entry['after']['mean'], 0)} ({seeds})")
             lines.append(f"| {task} | " + " | ".join(cells) + " |")
     return lines
 

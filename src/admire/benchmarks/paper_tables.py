@@ -21,6 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from admire.benchmarks.intervals import interval_text, mean_pm_std
+
 
 @dataclass(frozen=True)
 class PaperTable:
@@ -109,6 +111,4 @@ def _cell(row: Mapping[str, Any] | None, reason: str | None, variant: str) -> st
     interval = row.get("after_ci")
     after = row["after"]
     seeds = f"{after['n']} seed{'s' if after['n'] != 1 else ''}"
-    if interval:
-        return f"{100 * interval['mean']:.1f} [{100 * interval['low']:.1f}, {100 * interval['high']:.1f}] ({seeds})"
-    return f"{100 * after['mean']:.1f} ± {100 * (after['std'] or 0.0):.1f} ({seeds})"
+    return f"{interval_text(interval) if interval else mean_pm_std(after)} ({seeds})"

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from admire.benchmarks.intervals import mean_pm_std, percent
+
 SEPARATOR = "@"
 """Between a variant and its setting in a configuration's label (``admire@lr=0.003``)."""
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._\-]+$")
@@ -170,8 +172,6 @@ def render_sweep(table: Mapping[str, Mapping[str, Any]], best: Mapping[str, Mapp
         after = row.get("after") or {}
         interval = row.get("after_ci")
         shown = f"**{name}**" if name in chosen else name
-        mean, std = after.get("mean"), after.get("std")
-        cell = "–" if mean is None else f"{100 * mean:.1f} ± {100 * (std or 0.0):.1f}"
-        ci = "–" if not interval else f"[{100 * interval['low']:.1f}, {100 * interval['high']:.1f}]"
-        lines.append(f"| {shown} | {row.get('ok', 0)}/{row.get('runs', 0)} | {cell} | {ci} |")
+        ci = "–" if not interval else f"[{percent(interval['low'])}, {percent(interval['high'])}]"
+        lines.append(f"| {shown} | {row.get('ok', 0)}/{row.get('runs', 0)} | {mean_pm_std(after)} | {ci} |")
     return lines
