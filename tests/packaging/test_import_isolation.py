@@ -114,3 +114,18 @@ def test_the_config_loader_and_the_schema_point_one_way() -> None:
     package = Path(admire.__file__).parent
     assert "admire.config" not in imported_modules(package / "config_schema.py")
     assert not [m for m in imported_modules(package / "config_files.py") if m.startswith("admire")]
+
+
+def test_planning_a_learning_benchmark_loads_no_torch() -> None:
+    # The benchmark plans its runs (which arms share a start) in the parent process; the runs load torch.
+    probe = """
+import json, sys
+from admire.benchmarks.learning import start_label
+print(json.dumps({"label": start_label(["actor_rollout_ref.model.lora=true", "reward.mode=outcome"]),
+                  "modules": sorted(sys.modules)}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(out.stdout)
+    assert report["label"].startswith("start@")
+    assert "admire.rl.shared_start" in report["modules"]
+    assert [m for m in report["modules"] if m.split(".")[0] == "torch"] == []

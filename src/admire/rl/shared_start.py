@@ -18,9 +18,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from admire.config_files import plain
 from admire.config_schema import TrainingConfig
 from admire.runs import RunDir
@@ -91,7 +88,11 @@ def start_from_run(source: Path, policy: Any, update_rng: random.Random, run: Ru
 
 
 def restore_rng(saved: Any, update_rng: random.Random) -> None:
-    """Put back the random states a checkpoint took: Python's, numpy's, torch's and the update's."""
+    """Put back the random states a checkpoint took: Python's, numpy's, torch's and the update's. numpy and
+    torch are imported here: the learning benchmark reads this module's keys while it plans, without torch."""
+    import numpy as np
+    import torch
+
     random.setstate(saved["python"])
     np.random.set_state(saved["numpy"])
     torch.set_rng_state(saved["torch"])
