@@ -479,7 +479,9 @@ def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
     as ``config.v<N>.yaml``."""
     from omegaconf import OmegaConf
 
+    from admire.config import MAX_RUN_CONFIG_BYTES
     from admire.config_migration import CONFIG_VERSION, stored_version
+    from admire.fileio import read_bounded
     from admire.runs import atomic_write_text
 
     run_dir.remove_partial_writes()  # a killed run's half-written files; the resume is sure to run now
@@ -488,11 +490,12 @@ def record_resume(run_dir: Any, cfg: Any, changed: dict[str, Any]) -> None:
         history.write(json.dumps(entry, sort_keys=True) + "\n")
         history.flush()
         os.fsync(history.fileno())
-    stored = OmegaConf.to_container(OmegaConf.load(run_dir.config), resolve=False)
+    text = read_bounded(run_dir.config, MAX_RUN_CONFIG_BYTES, "run config").decode("utf-8")  # read once already
+    stored = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
     version = stored_version(stored) if isinstance(stored, dict) else 0
     if version < CONFIG_VERSION:
         kept = run_dir.path / f"config.v{version}.yaml"
         if not kept.exists():
-            atomic_write_text(kept, run_dir.config.read_text(encoding="utf-8"))
+            atomic_write_text(kept, text)
     if changed or version < CONFIG_VERSION:
         atomic_write_text(run_dir.config, config_yaml(cfg))
