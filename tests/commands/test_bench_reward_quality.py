@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from admire.benchmarks.reward_quality import hits_on_path, main, measure, normalised
+from admire.benchmarks.reward_quality import hits_on_path, main, measure, normalised, print_table
 from admire.commands.train import config_yaml
 from admire.config import load_config
 from admire.milestones.bank import MilestoneBank
@@ -57,3 +57,17 @@ def test_a_real_run_is_measured_against_its_replayed_oracle(tmp_path: Path, mini
     assert main(["--run", str(run.path), "--json", str(out)]) == 0 and out.stat().st_size > 0
     with pytest.raises(SystemExit):
         main(["--run", str(tmp_path)])  # not a run folder: a usage error
+
+
+def test_the_table_prints_shares_in_percent_and_a_dash_where_nothing_was_hit(capsys: pytest.CaptureFixture[str]
+                                                                             ) -> None:
+    common = {"episodes": 40, "step_gap": 0.0031, "step_gap_norm": 0.16}
+    print_table([{**common, "run": "a", "hits": 257, "share_hits_on_path": 254 / 257, "oracle_steps": 113,
+                  "share_oracle_steps_hit": 68 / 113, "tasks_without_oracle": [], "oracle_failures": 0},
+                 {**common, "run": "b", "hits": 0, "share_hits_on_path": None, "oracle_steps": 0,
+                  "share_oracle_steps_hit": None, "tasks_without_oracle": ["t"], "oracle_failures": 2}])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[2:] == ["| a | 40 | 0.003 (0.160) | 98.8 of 257 | 60.2 of 113 |",
+                        "| b | 40 | 0.003 (0.160) | – of 0 | – of 0 |",
+                        "b: no oracle for t (left out)",
+                        "b: 2 oracle replays did not succeed within env.max_steps (left out)"]

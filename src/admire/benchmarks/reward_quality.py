@@ -136,20 +136,18 @@ def measure(run_path: Path, max_instances: int) -> dict[str, Any]:
     }
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}%"
-
-
 def _num(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
 def print_table(results: Sequence[dict[str, Any]]) -> None:
-    print("| run | episodes | step gap (norm) | hits on the oracle's path | oracle steps hit |")
+    from admire.benchmarks.intervals import percent
+
+    print("| run | episodes | step gap (norm) | hits on the oracle's path (%) | oracle steps hit (%) |")
     print("|---|---|---|---|---|")
     for r in results:
         print(f"| {r['run']} | {r['episodes']} | {_num(r['step_gap'])} ({_num(r['step_gap_norm'])}) "
-              f"| {_pct(r['share_hits_on_path'])} of {r['hits']} | {_pct(r['share_oracle_steps_hit'])} of "
+              f"| {percent(r['share_hits_on_path'])} of {r['hits']} | {percent(r['share_oracle_steps_hit'])} of "
               f"{r['oracle_steps']} |")
     for r in results:
         if r["tasks_without_oracle"]:
