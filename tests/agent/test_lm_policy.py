@@ -208,6 +208,14 @@ def test_lora_on_the_top_layers_only_leaves_the_layers_below_without_autograd(ti
         LMPolicy(path=str(tiny_qwen2_dir), lora={"layers": 0})
 
 
+def test_lora_on_the_top_layers_of_a_vision_language_model_leaves_the_vision_tower_alone(
+        tiny_qwen2_5_vl_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_5_vl_dir), lora={"r": 4, "layers": 1}, max_new_tokens=SHORT)
+    names = [n for n, p in policy.named_parameters() if p.requires_grad]
+    assert names and all(".layers.1." in n for n in names)
+    assert not [n for n, _ in policy.named_modules() if "visual" in n and "lora" in n]
+
+
 @pytest.mark.parametrize("options", [{"lora": {"r": 4}}, {"keep_reference": True}], ids=["lora", "frozen-copy"])
 def test_the_reference_equals_the_policy_until_an_optimizer_step_moves_the_policy(tiny_qwen2_dir, options):  # noqa: F811
     policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=SHORT, **options)

@@ -646,8 +646,11 @@ def _with_lora(model: nn.Module, lora: Mapping[str, Any]) -> nn.Module:
         if targets == "all-linear":  # PEFT takes a layer subset only with the module names spelled out
             targets = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                               if isinstance(module, nn.Linear) and ".layers." in name})
+    # layers_pattern: the decoder's `layers` only; without it PEFT takes any `<name>.<N>.` path, and a
+    # vision-language model's `visual.blocks.<N>` would get adapters for the same numbers.
     config = LoraConfig(r=int(lora["r"]), lora_alpha=float(lora["alpha"]), lora_dropout=float(lora["dropout"]),
-                        target_modules=targets, layers_to_transform=chosen)
+                        target_modules=targets, layers_to_transform=chosen,
+                        layers_pattern="layers" if chosen is not None else None)
     return get_peft_model(model, config)
 
 
