@@ -314,3 +314,22 @@ def test_a_real_miniwob_step_from_the_vision_language_policy(miniwob_env, tiny_q
     except InvalidAction:
         return
     assert result.observation.goal == observation.goal
+
+
+def test_a_new_policy_acts_in_eval_mode_and_its_prefix_cache_keeps_no_training_noise(tiny_qwen2_dir):  # noqa: F811
+    from admire.agent.lm_rollout import PrefixCache, _prefill
+
+    policy = LMPolicy(path=str(tiny_qwen2_dir), lora={"r": 4, "dropout": 0.5}, max_new_tokens=SHORT)
+    assert not any(module.training for module in policy.modules())  # PEFT builds its dropout training
+    network, ids, cache = policy._network(), list(range(10, 40)), PrefixCache()
+    with torch.no_grad():
+        for name, parameter in policy.named_parameters():
+            if "lora_B" in name:  # PEFT starts B at zero: no delta, so nothing for a dropout to drop
+                parameter.normal_(generator=torch.Generator().manual_seed(0))
+        clean = _prefill(network, ids)
+        policy.train()  # e.g. a KL read between PPO minibatches, dropout on
+        noisy = cache.get(network, ids)
+        policy.eval()
+        again = cache.get(network, ids)
+    assert not torch.equal(noisy[-1][0], clean[-1][0])  # the dropout did draw noise
+    assert all(torch.equal(k, ck) and torch.equal(v, cv) for (k, v), (ck, cv) in zip(again, clean, strict=True))

@@ -207,12 +207,14 @@ def test_token_samples_need_a_policy_that_scores_tokens() -> None:
         sgd(StepOnly(), [token_sample(TokenBandit(), "0", 1.0)])
 
 
-def test_old_log_probs_of_a_different_tokenization_are_refused() -> None:
+@pytest.mark.parametrize("old", [(-1.0, -1.0, -1.0), (-1.0,)], ids=["longer", "shorter"])
+def test_old_log_probs_of_a_different_tokenization_are_refused(old: tuple[float, ...]) -> None:
+    # Shorter would compare the missing tokens' new log-probs with padding zeros, silently.
     policy = TokenBandit()
     sample = token_sample(policy, "01", 1.0)
-    longer = Sample(sample.decision, sample.old_log_prob, 1.0, old_token_log_probs=(-1.0, -1.0, -1.0))
+    other = Sample(sample.decision, sample.old_log_prob, 1.0, old_token_log_probs=old)
     with pytest.raises(ValueError, match="tokenized as when it was sampled"):
-        sgd(policy, [longer])
+        sgd(policy, [other])
 
 
 # --------------------------------------------------------------------------------------------------

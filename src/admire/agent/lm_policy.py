@@ -163,6 +163,7 @@ class LMPolicy(nn.Module):
             if self.options["keep_reference"]:  # not a submodule: outside state_dict, parameters() and .to()
                 self.__dict__["_reference_copy"] = copy.deepcopy(model).requires_grad_(False).eval()
         self._sampler = torch.Generator().manual_seed(int(self.options["seed"]))
+        self.eval()  # acting mode until a trainer says otherwise: PEFT builds its dropout layers training
 
     # ---------------------------------------------------------------------------------------------
     # The Policy protocol

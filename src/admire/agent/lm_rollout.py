@@ -114,16 +114,17 @@ def weights_version(module: nn.Module) -> tuple[int, ...]:
 
 class PrefixCache:
     """The keys and values of one token prefix (the fixed system turn), kept while the weights that
-    computed them are unchanged. ``get`` recomputes when the ids, the weights' version or ``mode`` (e.g.
-    the reference model) differ from the cached ones; under autograd it always computes afresh, so the
-    gradient flows through the prefix too."""
+    computed them are unchanged. ``get`` recomputes when the ids, the weights' version, ``mode`` (e.g.
+    the reference model) or the network's training flag (a LoRA dropout draws noise in training mode only)
+    differ from the cached ones; under autograd it always computes afresh, so the gradient flows through
+    the prefix too."""
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
         self._layers: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def get(self, network: nn.Module, ids: Sequence[int], mode: Any = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        key = (tuple(ids), weights_version(network), mode)
+        key = (tuple(ids), weights_version(network), mode, network.training)
         if torch.is_grad_enabled():
             return _prefill(network, ids)
         if key != self._key:

@@ -206,7 +206,7 @@ def _ppo_update_tokens(
     high = torch.tensor([config.clip_high if s.clip_high is None else s.clip_high for s in samples])
     ref_cache: dict[int, torch.Tensor] = {}
 
-    def reference_tokens(indices: list[int], width: int) -> torch.Tensor | None:
+    def reference_tokens(indices: list[int], mask: torch.Tensor) -> torch.Tensor | None:
         if reference is None or config.kl_coef <= 0:
             return None
         missing = [i for i in indices if i not in ref_cache]
@@ -215,12 +215,12 @@ def _ppo_update_tokens(
                 ref, ref_mask = reference.token_log_probs([decisions[i] for i in missing])
             for row, i in enumerate(missing):
                 ref_cache[i] = ref[row][ref_mask[row] > 0].detach()
-        return _pad([ref_cache[i] for i in indices], width)
+        return _aligned([ref_cache[i] for i in indices], mask)
 
     def batch_kl() -> float:
         with torch.no_grad():
             new, mask = policy.token_log_probs(decisions)
-            log_ratio = (new - _pad(old, new.shape[1], decisions)) * mask
+            log_ratio = (new - _aligned(old, mask, decisions)) * mask
             return float(((torch.exp(log_ratio) - 1.0 - log_ratio) * mask).sum() / mask.sum().clamp(min=1))
 
     def micro_batch_loss(indices: list[int], totals: tuple[float, int]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -233,17 +233,17 @@ def _ppo_update_tokens(
             new, mask = policy.token_log_probs(chosen)
             entropy = -new.detach()
         mask = mask.to(new.dtype)
-        old_mb = _pad([old[i] for i in indices], new.shape[1], chosen)
+        old_mb = _aligned([old[i] for i in indices], mask, chosen)
         w = token_weights(mask, config.loss_agg, totals)
         ratio = torch.exp(new - old_mb)
-        adv = advantages[indices].unsqueeze(1)
-        lo, hi = low[indices].unsqueeze(1), high[indices].unsqueeze(1)
+        adv = advantages[indices].unsqueeze(1).to(new.device)
+        lo, hi = low[indices].unsqueeze(1).to(new.device), high[indices].unsqueeze(1).to(new.device)
         surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1.0 - lo, 1.0 + hi) * adv)
         loss = -(w * surrogate).sum()
         if config.entropy_coef > 0:
             loss = loss - config.entropy_coef * (w * entropy).sum()
         ref_kl = torch.zeros(())
-        ref = reference_tokens(indices, new.shape[1])
+        ref = reference_tokens(indices, mask)
         if ref is not None:
             delta = (ref - new) * mask
             ref_kl = (w * (torch.exp(delta) - delta - 1.0)).sum()
@@ -374,16 +374,19 @@ def micro_batches(indices: Sequence[int], lengths: Sequence[int], budget: int | 
     return runs
 
 
-def _pad(rows: Sequence[torch.Tensor], width: int, decisions: Sequence[Decision] | None = None) -> torch.Tensor:
-    """Right-pad 1-D rows to ``width``; a row longer than ``width`` means the text was tokenized
-    differently from when it was sampled, which would pair log-probs of different tokens."""
-    out = torch.zeros(len(rows), width)
+def _aligned(rows: Sequence[torch.Tensor], mask: torch.Tensor,
+             decisions: Sequence[Decision] | None = None) -> torch.Tensor:
+    """1-D per-token rows right-padded to ``mask``'s width, on its device. Row ``k`` must have exactly as
+    many values as ``mask[k]`` has tokens: another count means the text was tokenized differently from when
+    it was sampled, and the log-probs of different tokens would be paired (or compared with padding)."""
+    out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    counts = mask.sum(dim=1).round().long().tolist()
     for k, row in enumerate(rows):
-        if row.numel() > width:
+        if row.numel() != counts[k]:
             where = f" ({decisions[k].text[:60]!r})" if decisions is not None else ""
-            raise ValueError(f"a sample has {row.numel()} old token log-probs but the policy scores at most {width} "
+            raise ValueError(f"a sample has {row.numel()} old token log-probs but the policy scores {counts[k]} "
                              f"tokens{where}: the response must be tokenized as when it was sampled")
-        out[k, : row.numel()] = row
+        out[k, : row.numel()] = row.to(mask.device)
     return out
 
 
