@@ -115,8 +115,11 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None
     assert [t.id for t in run.read_trajectories("train", 1) or []] == [t.id for t in interrupted]
     ids = [t.id for e in range(3) for t in run.read_trajectories("train", e) or []]
     assert len(ids) == 3 * 4 and len(set(ids)) == len(ids)
-    # One metrics line per epoch, none doubled by the redone epoch.
-    assert [r["step"] for r in read_metrics(run.metrics)] == [0, 1, 2]
+    # One metrics line per epoch, none doubled by the redone epoch; a resumed epoch's env steps are counted.
+    records = read_metrics(run.metrics)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["env/steps"] for r in records] == [
+        sum(s.format_valid for t in run.read_trajectories("train", e) or [] for s in t.steps) for e in range(3)]
     # The bank holds at most one version per key and epoch: the redone epoch did not stack a second one.
     with MilestoneBank(run.bank) as bank:
         versions = [entry for key in bank.latest() for entry in bank.history(key.key)]

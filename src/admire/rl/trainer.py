@@ -134,6 +134,8 @@ def train(
                                        on_episode=counting(progress.counter(f"epoch {epoch}: rollout, episode"),
                                                            len(requests)))
                 run.write_trajectories("train", epoch, trajectories)
+            else:  # its steps were taken before the interruption: count them, at no known rate
+                stats.env_steps = sum(step.format_valid for t in trajectories for step in t.steps)
             usable = [t for t in trajectories if not t.excluded]
             if trajectories and not usable:  # no browser started, or every one crashed: nothing to learn from
                 raise NoUsableEpisodes(no_usable_episodes(f"epoch {epoch}", trajectories, cfg, run))
