@@ -229,3 +229,14 @@ def test_a_drafted_row_in_another_spelling_is_scored_canonically_by_the_verifyin
     for observation, output in other_spelling:
         assert output.info["token_log_probs"] == pytest.approx(
             plain_token_log_probs(policy, observation, output.text), abs=2e-4)
+
+
+def test_generate_ignores_sampling_settings_that_a_models_generation_config_carries(tiny_qwen2_dir):  # noqa: F811
+    # transformers fills every setting a GenerationConfig leaves unset from the model's own (Qwen2.5-VL ships
+    # repetition_penalty 1.05): the answers would then not be drawn from softmax(logits / temperature).
+    plain = LMPolicy(path=str(tiny_qwen2_dir), rollout="generate", max_new_tokens=TOKENS)
+    shipped = LMPolicy(path=str(tiny_qwen2_dir), rollout="generate", max_new_tokens=TOKENS)
+    shipped.model.generation_config.repetition_penalty = 50.0
+    shipped.model.generation_config.no_repeat_ngram_size = 1
+    greedy = [o.text for o in plain.act(SCREENS, [[] for _ in SCREENS], greedy=True)]
+    assert [o.text for o in shipped.act(SCREENS, [[] for _ in SCREENS], greedy=True)] == greedy

@@ -510,9 +510,13 @@ class LMPolicy(nn.Module):
         from transformers import GenerationConfig
 
         sampling = {} if greedy else {"temperature": float(self.options["temperature"]),
-                                      "top_p": float(self.options["top_p"]), "top_k": 0}  # 0: no top-k cut
+                                      "top_p": float(self.options["top_p"]), "top_k": 0,  # 0: no top-k cut
+                                      "min_p": 0.0, "typical_p": 1.0, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0}
+        # Every filter spelled out as off: generate fills a setting left unset from the model's own generation
+        # config (Qwen2.5-VL ships repetition_penalty 1.05), and the log-probs PPO uses are softmax(logits / T).
         return GenerationConfig(do_sample=not greedy, max_new_tokens=int(self.options["max_new_tokens"]),
-                                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, **sampling)
+                                eos_token_id=self.stop_ids, pad_token_id=self.pad_id, repetition_penalty=1.0,
+                                no_repeat_ngram_size=0, **sampling)
 
     @contextmanager
     def _sampling_rng(self, greedy: bool) -> Iterator[None]:
