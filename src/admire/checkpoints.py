@@ -64,8 +64,10 @@ __all__ = [
     "has_checkpoint",
     "load",
     "load_policy",
+    "load_rollout",
     "resolve",
     "save",
+    "save_rollout",
     "save_start",
     "save_warm",
     "verify",
@@ -76,6 +78,7 @@ VERSION = 1
 LATEST = "latest.json"
 START = "start"  # the entry written before the first epoch
 WARM = "warm"  # the entry written once the warm start is done, before the evaluation before RL
+ROLLOUT = "rollout"  # the random states right after an epoch's rollouts were written; latest.json never names it
 TAG = "__admire__"
 _ENTRY = re.compile(r"^epoch_(\d+)\.json$")
 _NUMPY_KINDS = "biuf"  # the numpy dtypes a JSON array may be rebuilt as (never object arrays)
@@ -121,6 +124,27 @@ def save_warm(directory: str | Path, state: Mapping[str, Any]) -> Path:
     RL) and point ``latest.json`` at it: a run killed while it evaluates resumes there instead of imitating
     the demonstrations again. :func:`save_start` removes it once the start is written."""
     return _save_entry(Path(directory), WARM, state, 0)
+
+
+def save_rollout(directory: str | Path, state: Mapping[str, Any], epoch: int) -> Path:
+    """Write ``rollout.safetensors`` + ``rollout.json``: what sampling left behind once ``epoch``'s rollouts
+    are written (the random states). A run killed before that epoch's checkpoint reuses the written
+    rollouts, and with these states the rest of its run samples what the uninterrupted run would have.
+    ``latest.json`` is not moved: this is no point to resume from, and the next epoch's entry replaces it."""
+    tensors_bytes, tree = encode({"epoch": int(epoch), "state": dict(state)})
+    return write_entry(Path(directory), ROLLOUT, tensors_bytes, tree, epoch=int(epoch))
+
+
+def load_rollout(directory: str | Path, epoch: int) -> dict[str, Any] | None:
+    """The states :func:`save_rollout` wrote for ``epoch``; None when there are none, or they are another
+    epoch's (a kill between the rollouts and their states)."""
+    entry = Path(directory) / f"{ROLLOUT}.json"
+    if not entry.is_file():
+        return None
+    saved = load(entry)
+    if saved.get("epoch") != int(epoch) or not isinstance(saved.get("state"), dict):
+        return None
+    return dict(saved["state"])
 
 
 def _save_entry(folder: Path, stem: str, state: Mapping[str, Any], epoch: int) -> Path:

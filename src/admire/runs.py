@@ -180,6 +180,18 @@ class RunDir:
 
         return checkpoints.save_start(self.checkpoints, state)
 
+    def save_rollout_state(self, state: dict[str, Any], epoch: int) -> Path:
+        """Write ``checkpoints/rollout.*``: the random states right after ``epoch``'s rollouts were written."""
+        from admire import checkpoints
+
+        return checkpoints.save_rollout(self.checkpoints, state, epoch)
+
+    def load_rollout_state(self, epoch: int) -> dict[str, Any] | None:
+        """The random states written after ``epoch``'s rollouts, or None (``admire.checkpoints.load_rollout``)."""
+        from admire import checkpoints
+
+        return checkpoints.load_rollout(self.checkpoints, epoch)
+
     def save_warm_checkpoint(self, state: dict[str, Any]) -> Path:
         """Write ``checkpoints/warm.*`` (after the warm start, before the evaluation before RL) and point
         ``latest.json`` at it."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -57,12 +57,44 @@ def checkpoint_state(
         "experiment": experiment,
         "policy": policy.state_dict(),
         "optimizer": optimizer.state_dict(),
-        "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-                "update": rng.getstate()},
+        "rng": random_states(rng),
         "bank_version": bank.version,
         "bank_identity": bank.identity,
         "state": state.__dict__.copy(),
     }
+
+
+def random_states(rng: random.Random) -> dict[str, Any]:
+    """Python's, numpy's and torch's global random states and the update's, as a checkpoint keeps them."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "update": rng.getstate()}
+
+
+def _policy_extra_state(policy: TrainablePolicy) -> Any:
+    """A policy's own sampler state (``get_extra_state``, e.g. the lm policy's generator), or None."""
+    own = getattr(type(policy), "get_extra_state", None)
+    if own is None or own is torch.nn.Module.get_extra_state:
+        return None
+    return cast(Any, policy).get_extra_state()
+
+
+def rollout_state(policy: TrainablePolicy, rng: random.Random) -> dict[str, Any]:
+    """The random states right after an epoch's rollouts: every generator sampling advanced."""
+    extra = _policy_extra_state(policy)
+    return {"rng": random_states(rng), **({"policy": extra} if extra is not None else {})}
+
+
+def restore_rollout_state(saved: dict[str, Any], policy: TrainablePolicy, rng: random.Random) -> None:
+    """Put back :func:`rollout_state`'s states: an epoch resumed from its written rollouts then goes on as
+    the uninterrupted run did after sampling them. A state that does not fit is a ``CheckpointError``."""
+    try:
+        restore_rng(saved["rng"], rng)
+        if "policy" in saved:
+            cast(Any, policy).set_extra_state(saved["policy"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"the random states written after the rollouts do not fit this run ({detail}); "
+                              "delete checkpoints/rollout.* to resume without them") from None
 
 
 def restore(

@@ -20,6 +20,7 @@ from admire.milestones.bank import MilestoneBank
 from admire.rl.builders import build_policy
 from admire.runs import RunDir
 from admire.tracking import read_metrics
+from admire.types import Trajectory
 from tests.support.models import tiny_qwen2_5_vl_dir  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -125,6 +126,16 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None
         versions = [entry for key in bank.latest() for entry in bank.history(key.key)]
     per_epoch = Counter((entry.key, entry.provenance.epoch) for entry in versions)
     assert all(count == 1 for count in per_epoch.values()), per_epoch
+    # And the run sampled what an uninterrupted one samples: epoch 1's rollouts were reused with the random
+    # states written after them, so epoch 2 draws the same actions on the same screens.
+    assert main(["train", "--quiet", f"run.dir={tmp_path}", "run.name=whole", "trainer.total_epochs=3", *TINY]) == 0
+    whole = RunDir(tmp_path / "whole")
+    for epoch in range(3):
+        assert answers(run.read_trajectories("train", epoch)) == answers(whole.read_trajectories("train", epoch))
+
+
+def answers(trajectories: list[Trajectory] | None) -> list[tuple[str, list[str]]]:
+    return [(t.goal, [step.raw_output for step in t.steps]) for t in trajectories or []]
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ once ``trainer.total_env_steps`` env steps have been taken.
 
 Everything a resumed run needs is in ``runs/<name>``: the checkpoint holds the policy, optimizer, RNG
 states, the next epoch and the bank version; an epoch whose rollouts finished but whose update did not
-is resumed from its written trajectories, so no finished trajectory is lost or duplicated.
+is resumed from its written trajectories, so no finished trajectory is lost or duplicated, and from the
+random states written with them (``checkpoints/rollout.*``), so the rest of the run samples what the
+uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from admire.rl.samples import SampleBatch, build_samples
 from admire.rl.scoring import BatchScorer, build_judge, start_bank_afresh
 from admire.runs import RunDir
 from admire.tracking import Tracker, read_metrics, truncate_metrics
-from admire.train_state import TrainState, checkpoint_state, restore
+from admire.train_state import TrainState, checkpoint_state, restore, restore_rollout_state, rollout_state
 
 logger = logging.getLogger("admire.trainer")
 
@@ -133,9 +135,15 @@ def train(
                                        keep_screenshots=bool(cfg.env.screenshots),
                                        on_episode=counting(progress.counter(f"epoch {epoch}: rollout, episode"),
                                                            len(requests)))
+                # The states first: written rollouts then always have theirs (a kill between the two
+                # leaves no rollouts, and the epoch is rolled out again).
+                run.save_rollout_state(rollout_state(policy, update_rng), epoch)
                 run.write_trajectories("train", epoch, trajectories)
             else:  # its steps were taken before the interruption: count them, at no known rate
                 stats.env_steps = sum(step.format_valid for t in trajectories for step in t.steps)
+                saved = run.load_rollout_state(epoch)
+                if saved is not None:  # sample on as the uninterrupted run did after these rollouts
+                    restore_rollout_state(saved, policy, update_rng)
             usable = [t for t in trajectories if not t.excluded]
             if trajectories and not usable:  # no browser started, or every one crashed: nothing to learn from
                 raise NoUsableEpisodes(no_usable_episodes(f"epoch {epoch}", trajectories, cfg, run))
