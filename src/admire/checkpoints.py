@@ -18,6 +18,8 @@ checkpoints/
                            before RL), never pruned: other runs may start from it
   warm.*                   only between the end of the warm start and start.*: a run killed while it
                            evaluates before RL resumes from here, its imitation kept
+  rollout.*                the random states right after the newest epoch's rollouts, written before
+                           them: a resume that reuses those rollouts puts these back; never latest
 ```
 
 Writes are atomic and ordered (tensors, then the entry JSON, then ``latest.json``): a run killed
@@ -136,12 +138,17 @@ def save_rollout(directory: str | Path, state: Mapping[str, Any], epoch: int) ->
 
 
 def load_rollout(directory: str | Path, epoch: int) -> dict[str, Any] | None:
-    """The states :func:`save_rollout` wrote for ``epoch``; None when there are none, or they are another
-    epoch's (a kill between the rollouts and their states)."""
+    """The states :func:`save_rollout` wrote for ``epoch``; None when there are none (a run from before
+    they were written) or they are another epoch's. An unreadable entry is a ``CheckpointError`` naming
+    the way out: without it the written rollouts are reused with the checkpoint's random states."""
     entry = Path(directory) / f"{ROLLOUT}.json"
     if not entry.is_file():
         return None
-    saved = load(entry)
+    try:
+        saved = load(entry)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc}; or delete {entry.parent / ROLLOUT}.* to resume without the random states "
+                              "written after the last rollouts") from None
     if saved.get("epoch") != int(epoch) or not isinstance(saved.get("state"), dict):
         return None
     return dict(saved["state"])

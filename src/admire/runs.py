@@ -13,6 +13,7 @@ runs/<name>/
   trajectories/train_epoch_0003.jsonl   eval_epoch_0005.jsonl   screenshots/<ref>.png
   trajectories/rewards/train_epoch_0003.jsonl   (each step's RewardBreakdown, for the viewer)
   checkpoints/latest.json   checkpoints/epoch_0003.safetensors   checkpoints/epoch_0003.json
+  checkpoints/rollout.*   (the random states after the newest epoch's rollouts)
   report/learning_curve.png
 ```
 """

@@ -91,7 +91,7 @@ def restore_rollout_state(saved: dict[str, Any], policy: TrainablePolicy, rng: r
         restore_rng(saved["rng"], rng)
         if "policy" in saved:
             cast(Any, policy).set_extra_state(saved["policy"])
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"the random states written after the rollouts do not fit this run ({detail}); "
                               "delete checkpoints/rollout.* to resume without them") from None

@@ -22,7 +22,7 @@ from admire import checkpoints
 from admire.checkpoints import CheckpointError, LegacyCheckpointError
 from admire.rl.builders import load_policy_weights
 from admire.runs import RunDir
-from admire.train_state import TrainState, checkpoint_state, restore
+from admire.train_state import TrainState, checkpoint_state, restore, restore_rollout_state, rollout_state
 
 # --------------------------------------------------------------------------------------------------
 # A tiny policy with the same kinds of state as the dom policy: weights, and extra state holding a
@@ -223,6 +223,42 @@ def test_the_trainer_resumed_after_one_epoch_ends_where_an_uninterrupted_run_end
         if isinstance(value, torch.Tensor):
             assert torch.equal(value, b["policy"][key]), key
     assert_same(a["optimizer"], b["optimizer"], "optimizer")
+
+
+def test_the_states_after_a_rollout_come_back_for_that_epoch_only_and_never_move_latest(tmp_path: Path) -> None:
+    run, _ = save_run(tmp_path, epoch=2)
+    latest = (run.checkpoints / "latest.json").read_bytes()
+    policy, _, rng = trained()
+    policy.sampler.manual_seed(7)
+    saved = rollout_state(policy, rng)
+    draws = (random.random(), float(np.random.rand()), float(torch.rand(1)), rng.random(),
+             float(torch.rand(1, generator=policy.sampler)))
+    run.save_rollout_state(saved, 3)
+    assert (run.checkpoints / "latest.json").read_bytes() == latest
+    assert run.load_rollout_state(2) is None and run.load_rollout_state(4) is None  # another epoch's
+    other_policy, _, other_rng = trained()
+    loaded = run.load_rollout_state(3)
+    assert loaded is not None
+    restore_rollout_state(loaded, other_policy, other_rng)
+    assert draws == (random.random(), float(np.random.rand()), float(torch.rand(1)), other_rng.random(),
+                     float(torch.rand(1, generator=other_policy.sampler)))
+
+
+def test_a_policy_without_a_sampler_of_its_own_keeps_only_the_global_states(tmp_path: Path) -> None:
+    rng = random.Random(0)
+    state = rollout_state(nn.Linear(2, 2), rng)  # type: ignore[arg-type]
+    assert set(state) == {"rng"}
+    with pytest.raises(CheckpointError, match="do not fit this run"):  # a sampler's state, no sampler to take it
+        restore_rollout_state({**state, "policy": {"sampler": 1}}, nn.Linear(2, 2), rng)  # type: ignore[arg-type]
+
+
+def test_unreadable_rollout_states_name_the_file_to_delete(tmp_path: Path) -> None:
+    run = RunDir(tmp_path / "run").create()
+    policy, _, rng = trained()
+    run.save_rollout_state(rollout_state(policy, rng), 1)
+    (run.checkpoints / "rollout.safetensors").write_bytes(b"not tensors")
+    with pytest.raises(CheckpointError, match=r"delete .*rollout\.\* to resume without"):
+        run.load_rollout_state(1)
 
 
 def test_the_newest_keep_epochs_are_kept(tmp_path: Path) -> None:

@@ -43,7 +43,15 @@ def test_without_a_chat_template_the_eos_token_is_the_end(tiny_qwen2_dir: Path) 
 def test_a_template_that_ends_a_turn_with_plain_text_falls_back_to_the_eos_token(tiny_qwen2_dir: Path) -> None:
     tokenizer = tokenizer_of(tiny_qwen2_dir)
     tokenizer.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n\n{% endfor %}"
-    assert end_of_turn_id(tokenizer) == tokenizer.eos_token_id
+    tokenizer.eos_token = ENDOFTEXT  # not the <|im_end|> a ChatML reading would give
+    assert end_of_turn_id(tokenizer) == tokenizer.convert_tokens_to_ids(ENDOFTEXT)
+
+
+def test_a_template_that_refuses_the_conversation_falls_back_to_the_eos_token(tiny_qwen2_dir: Path) -> None:
+    tokenizer = tokenizer_of(tiny_qwen2_dir)
+    tokenizer.chat_template = "{{ raise_exception('only one user turn') }}"
+    tokenizer.eos_token = ENDOFTEXT
+    assert end_of_turn_id(tokenizer) == tokenizer.convert_tokens_to_ids(ENDOFTEXT)
 
 
 def test_the_lm_policy_ends_answers_at_the_turn_end_of_a_directory_whose_eos_is_wrong(

@@ -478,3 +478,46 @@ def test_a_checkpoint_holding_nan_weights_is_refused_by_eval_and_by_resume(
     assert main(["train", f"resume={run.path}", "trainer.total_epochs=2"]) == 2
     err = capsys.readouterr().err
     assert "holding NaN or infinity; no training can continue from it" in err and "Traceback" not in err
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL: nothing in the trainer handles it."""
+
+
+def test_an_epoch_resumed_from_its_rollouts_goes_on_sampling_as_the_uninterrupted_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import admire.rl.trainer as trainer_module
+
+    assert main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=whole", "trainer.total_epochs=3"]) == 0
+    updates = {"n": 0}
+    real_update = trainer_module.ppo_update
+
+    def killed_in_the_second_update(*args: Any, **kwargs: Any) -> Any:
+        updates["n"] += 1
+        if updates["n"] == 2:  # epoch 1: its rollouts are written, its checkpoint is not
+            raise Killed
+        return real_update(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "ppo_update", killed_in_the_second_update)
+    with pytest.raises(Killed):
+        main(["train", *FAKE, f"run.dir={tmp_path}", "run.name=cut", "trainer.total_epochs=3"])
+    monkeypatch.setattr(trainer_module, "ppo_update", real_update)
+    cut, whole = RunDir(tmp_path / "cut"), RunDir(tmp_path / "whole")
+    assert cut.load_checkpoint()["state"]["epoch"] == 1 and cut.read_trajectories("train", 1)  # type: ignore[index]
+    rollout = cut.checkpoints / "rollout.safetensors"
+    intact = rollout.read_bytes()
+    # Unreadable states are refused before the resume writes anything, naming the file to delete.
+    rollout.write_bytes(b"not tensors")
+    metrics = cut.metrics.read_bytes()
+    capsys.readouterr()
+    assert main(["train", f"resume={cut.path}"]) == 2
+    assert "rollout.* to resume without" in capsys.readouterr().err
+    assert cut.metrics.read_bytes() == metrics and not (cut.path / "resumes.jsonl").exists()
+    rollout.write_bytes(intact)
+    assert main(["train", f"resume={cut.path}"]) == 0
+
+    def texts(run: RunDir, epoch: int) -> list[list[str]]:
+        return [[step.raw_output for step in t.steps] for t in run.read_trajectories("train", epoch) or []]
+
+    assert [texts(cut, e) for e in range(3)] == [texts(whole, e) for e in range(3)]
+    assert [r["env/steps"] for r in read_metrics(cut.metrics)] == [r["env/steps"] for r in read_metrics(whole.metrics)]

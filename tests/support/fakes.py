@@ -164,6 +164,13 @@ class FormPolicy(nn.Module):
         self.logits = nn.Parameter(torch.tensor(init if init is not None else [[0.0] * 3] * 2))
         self._sampler = torch.Generator().manual_seed(seed)
 
+    def get_extra_state(self) -> dict[str, Any]:
+        """The sampler's state, as the real policies keep theirs: a resumed run samples on where it stopped."""
+        return {"sampler": self._sampler.get_state()}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self._sampler.set_state(state["sampler"])
+
     def candidates(self, observation: Observation) -> list[Action]:
         quoted = _QUOTED.search(observation.goal)
         name = quoted.group(1) if quoted else ""

@@ -420,6 +420,9 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
         raise ValueError(f"resume: {run_dir.bank} is missing, and the run's checkpoint was trained with it; put "
                          "the run's milestone bank back, or start a new run")
     check_counters(checkpoint, run_dir)
+    epoch = checkpoint.get("state", {}).get("epoch") if isinstance(checkpoint.get("state"), dict) else None
+    if isinstance(epoch, int) and run_dir.trajectory_file("train", epoch).exists():
+        run_dir.load_rollout_state(epoch)  # the written rollouts' random states, read before anything starts
     recorded = checkpoint.get("experiment")
     if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
         return

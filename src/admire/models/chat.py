@@ -18,11 +18,13 @@ _SENTINEL = "ADMIRE_ANSWER_SENTINEL"
 def end_of_turn_id(tokenizer: Any) -> int:
     """The id of the token the chat template writes right after an assistant message's content, when that
     is one added (special) token; else the tokenizer's ``eos_token``'s id."""
+    from jinja2 import TemplateError  # what a template's own raise_exception raises (transformers needs jinja2)
+
     messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": _SENTINEL}]
     fallback = int(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
     try:
         rendered = tokenizer.apply_chat_template(messages, tokenize=False)
-    except (ValueError, TypeError, KeyError):  # no chat template, or one that refuses this conversation
+    except (ValueError, TypeError, KeyError, TemplateError):  # no chat template, or one that refuses this
         return fallback
     if not isinstance(rendered, str) or _SENTINEL not in rendered:
         return fallback
