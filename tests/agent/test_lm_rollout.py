@@ -238,5 +238,9 @@ def test_generate_ignores_sampling_settings_that_a_models_generation_config_carr
     shipped = LMPolicy(path=str(tiny_qwen2_dir), rollout="generate", max_new_tokens=TOKENS)
     shipped.model.generation_config.repetition_penalty = 50.0
     shipped.model.generation_config.no_repeat_ngram_size = 1
+    shipped.model.generation_config.min_p = 0.9  # acts only when sampling
+    shipped.model.generation_config.typical_p = 0.2
     greedy = [o.text for o in plain.act(SCREENS, [[] for _ in SCREENS], greedy=True)]
     assert [o.text for o in shipped.act(SCREENS, [[] for _ in SCREENS], greedy=True)] == greedy
+    sampled = [o.text for o in plain.act(SCREENS, [[] for _ in SCREENS])]  # both samplers seeded alike
+    assert [o.text for o in shipped.act(SCREENS, [[] for _ in SCREENS])] == sampled

@@ -651,8 +651,9 @@ def _with_lora(model: nn.Module, lora: Mapping[str, Any]) -> nn.Module:
         if targets == "all-linear":  # PEFT takes a layer subset only with the module names spelled out
             targets = sorted({name.rsplit(".", 1)[-1] for name, module in model.named_modules()
                               if isinstance(module, nn.Linear) and ".layers." in name})
-    # layers_pattern: the decoder's `layers` only; without it PEFT takes any `<name>.<N>.` path, and a
-    # vision-language model's `visual.blocks.<N>` would get adapters for the same numbers.
+    # layers_pattern: only paths through a `layers.<N>` list (Llama's, Qwen2's and Qwen2.5-VL's decoder);
+    # without it PEFT takes any `<name>.<N>.` path, and Qwen2.5-VL's `visual.blocks.<N>` would get adapters
+    # for the same numbers. A model whose decoder list has another name needs its own pattern.
     config = LoraConfig(r=int(lora["r"]), lora_alpha=float(lora["alpha"]), lora_dropout=float(lora["dropout"]),
                         target_modules=targets, layers_to_transform=chosen,
                         layers_pattern="layers" if chosen is not None else None)

@@ -141,7 +141,7 @@ def _num(value: float | None) -> str:
 
 
 def print_table(results: Sequence[dict[str, Any]]) -> None:
-    from admire.benchmarks.intervals import percent
+    from admire.benchmarks.intervals import percent  # here: intervals imports numpy, the parser does not need it
 
     print("| run | episodes | step gap (norm) | hits on the oracle's path (%) | oracle steps hit (%) |")
     print("|---|---|---|---|---|")
