@@ -15,6 +15,7 @@ from admire.config import load_config
 from admire.rl.shared_start import check_from_run
 from admire.runs import RunDir
 from admire.tracking import read_metrics
+from tests.core.test_checkpoints import assert_same
 from tests.rl.test_trainer_fakes import FAKE, fake_backend_and_policy, run_training  # noqa: F401
 
 
@@ -27,15 +28,6 @@ def started_run(tmp_path: Path, name: str, *overrides: str) -> RunDir:
 
 def policy_weights(run: RunDir) -> dict[str, Any]:
     return dict(checkpoints.load_policy(run.path))
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal tensors, or equal trees of them (a policy's extra state holds its sampler's state)."""
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 def test_a_run_writes_its_start_before_the_first_epoch_and_a_resume_begins_there(tmp_path: Path) -> None:
@@ -55,7 +47,8 @@ def test_a_run_from_another_runs_start_is_the_run_that_started_there(tmp_path: P
     assert [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(shared.metrics)] == \
         [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(whole.metrics)]
     final = policy_weights(shared)
-    assert all(same(final[k], v) for k, v in policy_weights(whole).items())
+    for key, value in policy_weights(whole).items():
+        assert_same(final[key], value, key)
     assert shared.trajectory_file("eval", 0).read_bytes() == source.trajectory_file("eval", 0).read_bytes()
 
 
@@ -66,7 +59,7 @@ def test_two_arms_from_one_start_begin_with_identical_weights(tmp_path: Path) ->
             for name, reward in (("admire", ()), ("outcome", ("reward.mode=outcome",)))]
     starts = [checkpoints.load(arm.start_checkpoint) for arm in arms]
     first, second = (dict(s["policy"]) for s in starts)
-    assert same(first, second)
+    assert_same(first, second)
     assert starts[0]["state"]["baseline"] == starts[1]["state"]["baseline"]
     tensors = [(arm.checkpoints / "start.safetensors").read_bytes() for arm in arms]
     assert tensors[0] == tensors[1]
@@ -142,4 +135,4 @@ def test_a_run_killed_after_its_warm_start_resumes_without_imitating_again(
     assert killed.status.read_text() == "finished\n"
     assert summary["before"] == whole_summary["before"] and summary["after"] == whole_summary["after"]
     resumed, uninterrupted = policy_weights(killed), policy_weights(whole)
-    assert same(resumed, uninterrupted)
+    assert_same(resumed, uninterrupted)
