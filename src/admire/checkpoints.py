@@ -55,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from admire.errors import first_line
 from admire.fileio import UnreadableFile, atomic_write_bytes, read_bounded
 
 __all__ = [
@@ -321,7 +322,7 @@ def load(path: str | Path) -> dict[str, Any]:
     except RecursionError:
         raise CheckpointError(f"{entry} is nested too deeply to be a checkpoint") from None
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{entry} is not a valid checkpoint: {_one_line(exc)}") from None
+        raise CheckpointError(f"{entry} is not a valid checkpoint: {first_line(exc)}") from None
     if set(tensors) != used:
         raise CheckpointError(f"{tensors_path} holds tensors {entry.name} does not name; the two files are from "
                               "different saves")
@@ -420,7 +421,7 @@ def _load_tensors(data: bytes, path: Path) -> dict[str, Any]:
     try:
         return load_tensors(data)
     except (SafetensorError, ValueError, RuntimeError, TypeError, OverflowError) as exc:
-        raise CheckpointError(f"{path} is not a readable safetensors file ({_one_line(exc)}); restore it or pass "
+        raise CheckpointError(f"{path} is not a readable safetensors file ({first_line(exc)}); restore it or pass "
                               "another checkpoint") from None
 
 
@@ -463,11 +464,6 @@ def _dump(document: Any) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 # ---- converting old .pt checkpoints (the one place torch.load runs) ------------------------------
@@ -513,12 +509,12 @@ def _torch_load(file: Path, trust: bool) -> Any:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a hostile or odd pickle may raise anything; each is one line
         if not trust:
-            raise CheckpointError(f"{file} cannot be read without a full unpickle ({_one_line(exc)}), which runs "
+            raise CheckpointError(f"{file} cannot be read without a full unpickle ({first_line(exc)}), which runs "
                                   "any code the file names; if you trust where it came from, add --trust") from None
     try:
         return torch.load(file, map_location="cpu", weights_only=False)  # the user vouched for this file
     except Exception as exc:  # noqa: BLE001 - as above
-        raise CheckpointError(f"{file} is not a readable torch checkpoint: {_one_line(exc)}") from None
+        raise CheckpointError(f"{file} is not a readable torch checkpoint: {first_line(exc)}") from None
 
 
 def _epoch_of(file: Path, state: Mapping[str, Any]) -> int | None:
@@ -546,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         written = convert(args.path, trust=args.trust)
     except (CheckpointError, TypeError, OSError) as exc:
-        print(f"admire.checkpoints convert: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"admire.checkpoints convert: error: {first_line(exc)}", file=sys.stderr)
         return 2
     for entry in written:
         print(f"wrote {entry} (+ {entry.with_suffix('.safetensors').name})")

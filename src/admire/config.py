@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from admire.config_files import DEFAULT_CONFIG, PACKAGED_CONFIGS
 from admire.config_migration import migrate
 from admire.config_names import VERL_FAMILY_KEYS, resolve_verl_names, uses_verl_names
+from admire.errors import first_line
 from admire.fileio import UnreadableFile, read_bounded
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def read_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
         text = read_bounded(path, MAX_RUN_CONFIG_BYTES, "run config").decode("utf-8")
         loaded = OmegaConf.to_container(OmegaConf.create(text), resolve=False)
     except (YAMLError, OmegaConfBaseException, UnicodeDecodeError, UnreadableFile) as exc:
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        detail = first_line(exc)
         raise ValueError(f"{path}: not a readable config ({detail}); restore it from a copy") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"{path}: not a config (a mapping of sections); restore it from a copy")
@@ -172,7 +173,7 @@ def read_run_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> DictC
         try:
             given = OmegaConf.to_container(OmegaConf.from_dotlist([o.lstrip("+") for o in overrides]), resolve=False)
         except OmegaConfBaseException as exc:
-            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            detail = first_line(exc)
             raise ValueError(f"bad override ({detail}); write overrides as key=value, e.g. trainer.eval_episodes=5") \
                 from None
         assert isinstance(given, dict)

@@ -7,6 +7,12 @@ printing ``str(exc)`` would break a log line, a device's health reason or a CLI 
 from __future__ import annotations
 
 
+def first_line(exc: BaseException) -> str:
+    """The message's first line, or the exception's type name when it has no message."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def brief(exc: BaseException, limit: int = 300) -> str:
     """``Type: first line of the message`` (just ``Type`` when there is none), at most ``limit`` characters."""
     lines = str(exc).strip().splitlines()

@@ -13,6 +13,7 @@ import torch
 
 from admire.agent.base import NonFiniteWeights, TrainablePolicy, check_finite_weights
 from admire.checkpoints import CheckpointError, check_weight_types
+from admire.errors import first_line
 from admire.milestones.bank import MilestoneBank, MilestoneBankError
 from admire.rl.shared_start import restore_rng
 
@@ -92,7 +93,7 @@ def restore_rollout_state(saved: dict[str, Any], policy: TrainablePolicy, rng: r
         if "policy" in saved:
             cast(Any, policy).set_extra_state(saved["policy"])
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        detail = first_line(exc)
         raise CheckpointError(f"the random states written after the rollouts do not fit this run ({detail}); "
                               "delete checkpoints/rollout.* to resume without them") from None
 
@@ -122,7 +123,7 @@ def restore(
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         if isinstance(exc, CheckpointError):
             raise
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        detail = first_line(exc)
         raise CheckpointError(f"the checkpoint does not fit this run's policy or trainer ({detail}); resume it "
                               "with the config it was trained with") from None
     try:

@@ -34,6 +34,7 @@ from admire.config_files import plain
 from admire.config_schema import DEFAULT_LOSS_AGG_MODE, TrainingConfig
 from admire.embeddings import Encoder
 from admire.envs.building import check_device_pools
+from admire.errors import first_line
 from admire.rewards import RewardConfig
 from admire.rl.ppo import LossAggregation, PPOConfig
 from admire.rl.scoring import judge_section
@@ -219,7 +220,7 @@ def policy_from_checkpoint(cfg: TrainingConfig, checkpoint: Path) -> Any:
     try:
         load_weights(policy, weights, checkpoint)
     except (RuntimeError, KeyError, TypeError) as exc:
-        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        detail = first_line(exc)
         raise ValueError(f"{checkpoint}: its weights do not fit the policy {cfg.actor_rollout_ref.model.name!r} "
                          f"({detail}); evaluate it with its run's config (--checkpoint runs/<name>)") from None
     policy.eval()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from html import escape as html_escape
 from pathlib import Path
 
+from admire.errors import first_line
 from admire.fileio import atomic_write_text, unwritable_reason
 from admire.viz import render
 from admire.viz.data import RunData, TrajectoryFilter
@@ -61,7 +62,7 @@ def export_html(data: RunData, rows: Sequence[TrajectoryRow] | None = None,
         try:
             section = render.trajectory_section(data, row, links, neighbours=neighbours)
         except ValueError as exc:  # a damaged line: its page says so, the rest of the report is written
-            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            detail = first_line(exc)
             section = f"<p>{html_escape(row.address)} is not a readable trajectory: {html_escape(detail)}</p>"
         sections.append(_page(f"t-{row.address}", section))
     sections.append(_page("milestones", render.milestones_index_section(data, links)))

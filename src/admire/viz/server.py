@@ -15,6 +15,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 
+from admire.errors import first_line
 from admire.viz import render
 from admire.viz.data import RunData, ScreenshotNotFound, ScreenshotRefused, TrajectoryFilter
 
@@ -75,7 +76,7 @@ def create_app(run: RunData | str | Path, allowed_hosts: Collection[str] | None 
         try:
             body = render.trajectory_section(data, row, links, neighbours=neighbours)
         except ValueError as exc:  # a line the index could read but that is no trajectory (hand-edited, damaged)
-            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            detail = first_line(exc)
             return error(422, f"{row.address} (line {row.position + 1} of {row.kind}_epoch_{row.epoch:04d}.jsonl) is "
                               f"not a readable trajectory: {detail}")
         return page(f"{row.task} {row.address}", body)
