@@ -13,7 +13,10 @@ import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the train extra's modules load only when a command runs
+    from admire.train_state import TrainState
 
 RESUMES = "resumes.jsonl"
 """One line per resume of a run: its time and the overrides it was given (runs.py, the layout)."""
@@ -419,9 +422,8 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
     if not run_dir.bank.exists():  # opening it would make an empty one
         raise ValueError(f"resume: {run_dir.bank} is missing, and the run's checkpoint was trained with it; put "
                          "the run's milestone bank back, or start a new run")
-    check_counters(checkpoint, run_dir)
-    epoch = checkpoint.get("state", {}).get("epoch") if isinstance(checkpoint.get("state"), dict) else None
-    if isinstance(epoch, int) and run_dir.trajectory_file("train", epoch).exists():
+    epoch = check_counters(checkpoint, run_dir).epoch
+    if run_dir.trajectory_file("train", epoch).exists():
         run_dir.load_rollout_state(epoch)  # the written rollouts' random states, read before anything starts
     recorded = checkpoint.get("experiment")
     if not isinstance(recorded, dict):  # a checkpoint written before runs recorded their experiment
@@ -436,7 +438,7 @@ def check_checkpoint_fits(run_dir: Any, cfg: Any) -> None:
                          "back, or start a new run with them")
 
 
-def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> None:
+def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> TrainState:
     """The checkpoint's epoch and counters are possible (``TrainState`` checks them), before the resume cuts
     ``metrics.jsonl`` back to that epoch: a negative epoch emptied it, one of 10^30 exhausted the memory."""
     from admire.checkpoints import CheckpointError
@@ -444,7 +446,7 @@ def check_counters(checkpoint: dict[str, Any], run_dir: Any) -> None:
 
     state = checkpoint.get("state")
     try:
-        TrainState(**state) if isinstance(state, dict) else TrainState()
+        return TrainState(**state) if isinstance(state, dict) else TrainState()
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{run_dir.checkpoints}: the latest checkpoint's training state is not one a run "
                               f"writes ({exc}); restore the run's checkpoints from a copy, or start a new run") \
