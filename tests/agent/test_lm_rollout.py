@@ -14,7 +14,10 @@ from admire.agent.lm_rollout import (
     PreallocatedLayer,
     SamplingSettings,
     _choose,
+    PACKED_FLOAT16,
+    HalfWeightLinear,
     cpu_multiplies_bfloat16,
+    cpu_packs_half_weights,
     grouped_attention,
 )
 from admire.types import Observation, UIElement
@@ -108,15 +111,73 @@ def test_the_shared_prefix_scorer_gives_the_unshared_gradient(tiny_qwen2_dir):  
     assert torch.allclose(gradients["cached"], gradients["generate"], atol=1e-5, rtol=1e-3)
 
 
-def test_a_bfloat16_sampler_is_rescored_in_the_policys_precision_and_reports_its_drift(tiny_qwen2_dir):  # noqa: F811
-    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype="bfloat16", lora={"r": 4})
+needs_fbgemm = pytest.mark.skipif(not cpu_packs_half_weights(), reason="fbgemm's float16 kernels need AVX2 and F16C")
+
+
+@pytest.mark.parametrize("sampler, largest_drift", [
+    ("bfloat16", 0.05), pytest.param(PACKED_FLOAT16, 0.005, marks=needs_fbgemm)])
+def test_a_low_precision_sampler_is_rescored_in_the_policys_precision_and_reports_its_drift(
+        tiny_qwen2_dir, sampler, largest_drift):  # noqa: F811
+    # The packed float16 draft decodes in float32, as the verifying forward does: the two caches must not
+    # share the arena's buffers, or the verification would score a prompt the draft overwrote.
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype=sampler, lora={"r": 4})
     outputs = policy.act(SCREENS, [[] for _ in SCREENS])
     drifts = [o.info["sampler_drift"] for o in outputs if o.info["sampled_canonical"]]
-    assert drifts and all(d >= 0 for d in drifts) and max(drifts) > 0  # bfloat16 is not float32
-    assert max(drifts) < 0.05  # but the same model: its rotary frequencies and weights are the trained ones
+    assert drifts and all(d >= 0 for d in drifts) and max(drifts) > 0  # a low precision is not float32
+    assert max(drifts) < largest_drift  # but the same model: its rotary frequencies and weights are the trained ones
     for observation, output in zip(SCREENS, outputs, strict=True):
         assert output.info["token_log_probs"] == pytest.approx(
             plain_token_log_probs(policy, observation, output.text), abs=2e-4)
+
+
+@needs_fbgemm
+def test_a_half_weight_linear_multiplies_as_nn_linear_does_to_float16_precision():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(48, 20)
+    half = HalfWeightLinear(48, 20, bias=True)
+    x = torch.randn(2, 3, 48)
+    with pytest.raises(RuntimeError, match="before pack"):
+        half(x)
+    half.pack(linear.weight, linear.bias)
+    expected = linear(x).detach()
+    assert half(x).shape == expected.shape
+    assert torch.allclose(half(x), expected, atol=2e-3 * float(expected.abs().max()))
+    assert not torch.equal(half(x), expected)  # float16 weights, not float32 ones
+    assert half.nbytes == 48 * 20 * 2 + 20 * 4
+
+
+@needs_fbgemm
+def test_a_packed_copy_follows_the_trained_weights_after_an_optimizer_step(tiny_qwen2_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype=PACKED_FLOAT16, lora={"r": 4})
+    network, copy = policy._network(), policy._low_precision
+    assert copy is not None and copy.name == PACKED_FLOAT16
+    ids = policy._encode_prompt(SCREENS[0], ())["input_ids"]
+
+    def gap() -> float:
+        with torch.no_grad():
+            exact = network(input_ids=ids).logits
+            return float((copy.refreshed(network)(input_ids=ids).logits - exact).abs().max())
+
+    assert gap() < 1e-2
+    optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=5.0)
+    (-policy.log_prob([Decision(SCREENS[0], (), "Reason: x\nAction: {}")]).sum()).backward()
+    optimizer.step()  # the adapter's delta is no longer zero: a stale copy would miss it
+    with torch.no_grad():
+        stale = float((network(input_ids=ids).logits - copy.network(input_ids=ids).logits).abs().max())
+    assert stale > 1e-2 and gap() < 1e-2
+    assert not any(isinstance(m, torch.nn.Linear) for m in copy.network.modules())
+
+
+def test_a_sampler_precision_is_checked_when_the_policy_is_built(tiny_qwen2_dir, tmp_path):  # noqa: F811
+    with pytest.raises(ValueError, match="sampler_dtype must be auto, packed_float16 or one of"):
+        LMPolicy(path=str(tiny_qwen2_dir), sampler_dtype="float8")
+    with pytest.raises(ValueError, match="sampler_dtype=packed_float16 is for a float32 model on a CPU"):
+        LMPolicy(path=str(tiny_qwen2_dir), sampler_dtype=PACKED_FLOAT16, dtype="bfloat16")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags : fpu sse2 avx\n")
+    assert not cpu_packs_half_weights(cpuinfo)
+    cpuinfo.write_text("flags : fpu avx avx2 f16c\n")
+    assert cpu_packs_half_weights(cpuinfo) == ("fbgemm" in torch.backends.quantized.supported_engines)
 
 
 def test_auto_picks_bfloat16_only_where_the_cpu_multiplies_it(tiny_qwen2_dir, tmp_path):  # noqa: F811

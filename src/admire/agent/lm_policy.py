@@ -24,8 +24,9 @@ Why it is shaped this way:
   ``local_files_only``.
 * **Rollouts at the machine's speed.** With ``rollout="cached"`` (the default for text models) ``act``
   samples through :mod:`admire.agent.lm_rollout`: the fixed system turn's keys and values computed once per
-  weights version, grouped-query attention that copies nothing, a cache written in place, a bfloat16 draft
-  verified by one forward of the trained weights on CPUs that multiply bfloat16, and the trained weights'
+  weights version, grouped-query attention that copies nothing, a cache written in place, a low-precision
+  draft (bfloat16 on CPUs that multiply it; float16 weights packed for fbgemm when asked for) verified by one
+  forward of the trained weights, and the trained weights'
   log-probs from sampling or verifying kept when the sampled ids are canonical (otherwise that row is
   re-scored). Scoring shares the system turn across the batch too, gradient included.
   ``rollout="generate"`` is transformers' ``generate`` followed by one scoring forward, kept for comparison
@@ -55,12 +56,14 @@ from torch import nn  # noqa: E402
 from admire.actions import parse_model_output  # noqa: E402
 from admire.agent.base import Decision, PolicyOutput  # noqa: E402
 from admire.agent.lm_rollout import (  # noqa: E402
+    PACKED_FLOAT16,
     KVArena,
     LowPrecisionCopy,
     PrefixCache,
     SamplingSettings,
     body,
     cpu_multiplies_bfloat16,
+    cpu_packs_half_weights,
     sample,
     sample_and_verify,
     score_hidden,
@@ -116,7 +119,8 @@ class LMPolicy(nn.Module):
     ``dropout``, ``target_modules``), ``dtype`` ("auto": bfloat16 on CUDA, float32 on CPU), ``device``,
     ``keep_reference``, ``rollout`` ("auto": "cached" for text models, "generate" for vision-language ones)
     ``sampler_dtype`` (the cached rollout's sampling precision; "auto": bfloat16 on a CPU that multiplies it
-    natively, else the model's own) and ``encoder`` (ignored)."""
+    natively, else the model's own; ``packed_float16``: float16 weights packed for fbgemm, float32 arithmetic)
+    and ``encoder`` (ignored)."""
 
     def __init__(
         self, *, path: Any = None, seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
@@ -600,17 +604,27 @@ def _rollout(value: Any, vision_language: bool) -> str:
     return str(value)
 
 
-def _sampler_dtype(value: Any, dtype: torch.dtype, device: torch.device, rollout: str) -> torch.dtype:
+def _sampler_dtype(value: Any, dtype: torch.dtype, device: torch.device, rollout: str) -> torch.dtype | str:
     """The cached rollout's sampling precision: ``auto`` picks bfloat16 for a float32 model on a CPU with
-    native bfloat16 arithmetic, else the model's own dtype (then no copy is made)."""
+    native bfloat16 arithmetic, else the model's own dtype (then no copy is made); :data:`PACKED_FLOAT16`
+    only when asked for."""
     if value == "auto":
         native = device.type == "cpu" and dtype == torch.float32 and cpu_multiplies_bfloat16()
         return torch.bfloat16 if native and rollout == "cached" else dtype
-    if value not in _DTYPES:
-        raise ValueError(f"sampler_dtype must be auto or one of {', '.join(_DTYPES)}, got {value!r}")
-    if _DTYPES[value] != dtype and rollout != "cached":
+    if value not in (*_DTYPES, PACKED_FLOAT16):
+        raise ValueError(f"sampler_dtype must be auto, {PACKED_FLOAT16} or one of {', '.join(_DTYPES)}, got {value!r}")
+    if value == PACKED_FLOAT16:
+        if device.type != "cpu" or dtype != torch.float32:
+            raise ValueError(f"sampler_dtype={PACKED_FLOAT16} is for a float32 model on a CPU (fbgemm's kernels); "
+                             f"this one is {str(dtype).removeprefix('torch.')} on {device.type}: use auto")
+        if not cpu_packs_half_weights():
+            raise ValueError(f"sampler_dtype={PACKED_FLOAT16} needs torch's fbgemm and a CPU with AVX2 and F16C; "
+                             "this one lacks them: use auto")
+    elif _DTYPES[value] == dtype:
+        return dtype
+    if rollout != "cached":
         raise ValueError(f"sampler_dtype={value} needs rollout='cached' (generate samples with the model itself)")
-    return _DTYPES[value]
+    return PACKED_FLOAT16 if value == PACKED_FLOAT16 else _DTYPES[value]
 
 
 def _screenshots(value: Any, vision_language: bool) -> bool:

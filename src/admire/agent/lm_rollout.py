@@ -163,23 +163,75 @@ def shared_prefix(rows: Sequence[Sequence[int]], prefix: Sequence[int]) -> int:
 
 def cpu_multiplies_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether this CPU has native bfloat16 arithmetic (AVX-512 BF16 or AMX); False where unknown."""
+    return bool(_cpu_flags(cpuinfo) & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_packs_half_weights(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether torch here multiplies float32 activations by packed float16 weights (:class:`HalfWeightLinear`):
+    torch built with fbgemm, on an x86 CPU with AVX2 and F16C, which its kernels need; False where unknown."""
+    engines = getattr(torch.backends.quantized, "supported_engines", [])
+    return "fbgemm" in engines and {"avx2", "f16c"} <= _cpu_flags(cpuinfo)
+
+
+def _cpu_flags(cpuinfo: Path) -> set[str]:
     try:
-        flags = set(cpuinfo.read_text().split())
+        return set(cpuinfo.read_text().split())
     except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+        return set()
+
+
+PACKED_FLOAT16 = "packed_float16"
+"""A sampler precision: every linear layer's weight held in float16 and packed for fbgemm, which multiplies it
+with float32 activations; embeddings, norms, attention and the cache stay float32.
+
+Why, on a CPU without native bfloat16 (measured in docs/lm-policy.md): at eight rows, float32 products run
+far below memory speed, and fbgemm's half-weight kernels read half the bytes in kernels made for few rows.
+float16 keeps three more mantissa bits than bfloat16, so the draft drifts less from the trained weights."""
+
+
+class HalfWeightLinear(nn.Module):
+    """``nn.Linear``'s arithmetic with the weight (and bias) packed by ``torch.ops.quantized``'s float16
+    prepack: float32 in, float32 out. Sampling only (no autograd); ``pack`` sets the weights."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.has_bias = in_features, out_features, bias
+        self._packed: Any = None
+        self.nbytes = 0
+
+    def pack(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """Weights beyond float16's range saturate at ±65504 (fbgemm warns); a language model's are far inside."""
+        self._packed = torch.ops.quantized.linear_prepack_fp16(
+            weight.detach().float().contiguous(), None if bias is None else bias.detach().float().contiguous())
+        self.nbytes = weight.numel() * 2 + (bias.numel() * 4 if bias is not None else 0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._packed is None:
+            raise RuntimeError("HalfWeightLinear used before pack(): refresh the copy from the trained weights")
+        return torch.ops.quantized.linear_dynamic_fp16(x, self._packed)
 
 
 class LowPrecisionCopy:
-    """A plain copy of the model in ``dtype`` that samples in its place: every weight is the trained one
-    (a LoRA adapter's delta merged in, unless the adapter is switched off), cast. ``refreshed`` rewrites it
-    when the trained weights' version has changed since the last call. It is built from the model before
-    any adapter is attached, so it holds no adapter layers of its own."""
+    """A plain copy of the model that samples in its place, in ``precision`` (a dtype, or
+    :data:`PACKED_FLOAT16`): every weight is the trained one (a LoRA adapter's delta merged in, unless the
+    adapter is switched off), cast or packed. ``refreshed`` rewrites it when the trained weights' version has
+    changed since the last call. It is built from the model before any adapter is attached, so it holds no
+    adapter layers of its own. ``dtype`` is its activations' (float32 for packed float16 weights)."""
 
-    def __init__(self, model: nn.Module, dtype: torch.dtype) -> None:
-        self.dtype = dtype
-        self.network = _empty_like(model, dtype)
+    def __init__(self, model: nn.Module, precision: torch.dtype | str) -> None:
+        if isinstance(precision, str) and precision != PACKED_FLOAT16:
+            raise ValueError(f"a sampler precision is a torch dtype or {PACKED_FLOAT16!r}, got {precision!r}")
+        self.packed = precision == PACKED_FLOAT16
+        self.dtype = torch.float32 if self.packed else precision
+        self.name = PACKED_FLOAT16 if self.packed else str(self.dtype).removeprefix("torch.")
+        self.network = _empty_like(model, self.dtype, half_weight_linears=self.packed)
         self._version: tuple[int, ...] | None = None
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of weights one decode step reads: the parameters and the packed linear layers."""
+        packed = sum(m.nbytes for m in self.network.modules() if isinstance(m, HalfWeightLinear))
+        return packed + sum(p.numel() * p.element_size() for p in self.network.parameters())
 
     def refreshed(self, trained: nn.Module) -> nn.Module:
         version = weights_version(trained)
@@ -187,20 +239,33 @@ class LowPrecisionCopy:
             with torch.no_grad():
                 sources = dict(trained.named_modules())
                 for name, module in self.network.named_modules():
+                    if isinstance(module, HalfWeightLinear):
+                        bias = _effective(sources[name], "bias") if module.has_bias else None
+                        module.pack(_effective(sources[name], "weight"), bias)
+                        continue
                     for key, target in module.named_parameters(recurse=False):
                         target.copy_(_effective(sources[name], key))
             self._version = version
         return self.network
 
 
-def _empty_like(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+def _empty_like(model: nn.Module, dtype: torch.dtype, *, half_weight_linears: bool = False) -> nn.Module:
     """The model's architecture with uninitialised ``dtype`` weights (no float32 copy on the way: built on
     the meta device, then given storage), its tied weights tied again and its buffers (rotary frequencies)
-    copied as they are; ``refreshed`` fills the weights."""
+    copied as they are; ``refreshed`` fills the weights. With ``half_weight_linears`` every ``nn.Linear``
+    (the output head too, tied or not) becomes an unpacked :class:`HalfWeightLinear` while still on the meta
+    device, so no float32 storage is ever taken for them; the head then holds its own packed copy of a tied
+    embedding, and nothing is tied again."""
     with torch.device("meta"):
         clone = type(model)(copy.deepcopy(model.config)).to(dtype)
+    if half_weight_linears:
+        for name, module in list(clone.named_modules()):
+            if isinstance(module, nn.Linear):
+                owner, _, key = name.rpartition(".")
+                setattr(clone.get_submodule(owner), key,
+                        HalfWeightLinear(module.in_features, module.out_features, module.bias is not None))
     clone = clone.to_empty(device=next(model.parameters()).device)
-    if hasattr(clone, "tie_weights"):
+    if hasattr(clone, "tie_weights") and not half_weight_linears:
         clone.tie_weights()
     for name, buffer in model.named_buffers():
         owner, _, key = name.rpartition(".")
@@ -232,16 +297,17 @@ class KVArena:
     Why: a batch's cache is a few hundred MB (SmolLM2-135M, batch 8: 240 MB in float32), and memory fresh from
     the system costs a page fault per page on first write. Allocated anew for every act, that was a tenth of
     the act's time on this machine; buffers reused are already mapped. Only one cache per dtype may be alive
-    at a time (``sample`` and ``sample_and_verify`` use one each), so a caller keeps one arena per policy."""
+    at a time per slot (``sample`` and ``sample_and_verify`` use one each), so a caller keeps one arena per policy."""
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[Any, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
-    def take(self, count: int, rows: int, heads: int, capacity: int, dim: int, like: torch.Tensor
-             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def take(self, count: int, rows: int, heads: int, capacity: int, dim: int, like: torch.Tensor,
+             slot: str = "") -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``count`` (keys, values) buffers of at least ``[rows, heads, capacity, dim]``, in ``like``'s dtype
-        and device; grown (and the old ones dropped) when a batch needs more."""
-        key = (like.dtype, like.device, count, heads, dim)
+        and device; grown (and the old ones dropped) when a batch needs more. Two caches alive at once in
+        one dtype (a draft decoding in the policy's own dtype) take different ``slot``s."""
+        key = (slot, like.dtype, like.device, count, heads, dim)
         held = self._buffers.get(key)
         if held is None or held[0][0].shape[0] < rows or held[0][0].shape[2] < capacity:
             self._buffers.pop(key, None)  # dropped before the larger ones are made
@@ -262,7 +328,7 @@ class KVArena:
 
 def _preallocated_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], rows: int, capacity: int,
                         arena: KVArena | None = None, *, room_rows: int = 0,
-                        dtype: torch.dtype | None = None) -> DynamicCache:
+                        dtype: torch.dtype | None = None, slot: str = "") -> DynamicCache:
     """A cache of ``rows`` rows starting with ``layers``' keys and values (one row, or ``rows``), cast to
     ``dtype`` (default theirs), with room for ``capacity`` positions; in ``arena``'s buffers when given, with
     room for ``room_rows`` rows (rows a repeated prompt will fill), else in fresh ones."""
@@ -271,7 +337,8 @@ def _preallocated_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], row
     like = first if dtype is None else first.new_empty(0, dtype=dtype)
     room: list[tuple[torch.Tensor, torch.Tensor] | None]
     if arena is not None:
-        room = list(arena.take(len(layers), max(rows, room_rows), first.shape[1], capacity, first.shape[3], like))
+        room = list(arena.take(len(layers), max(rows, room_rows), first.shape[1], capacity, first.shape[3], like,
+                               slot))
     else:
         room = [None] * len(layers)
     cache.layers = [PreallocatedLayer(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1), capacity, buffers,
@@ -415,7 +482,7 @@ def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[tor
         dtype = next(draft.parameters()).dtype
         capacity = state.cache.layers[0]._keys.shape[2]
         drafted_state = _Prompted(_preallocated_cache([(layer.keys, layer.values) for layer in state.cache.layers],
-                                                      len(prompts), capacity, arena, dtype=dtype),
+                                                      len(prompts), capacity, arena, dtype=dtype, slot="draft"),
                                   state.logits, state.mask, state.next_position)
         drafted = _decode(draft, drafted_state, settings, generator)
         answers, verified = [], []

@@ -166,8 +166,12 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
     prompt_tokens = [int(policy._encode_prompt(o, [])["input_ids"].shape[1]) for o in screens]
     parameters = policy.trainable_parameters()
-    sampler = policy._low_precision.network if policy._low_precision is not None else policy._network()
-    weight_bytes = sum(p.numel() * p.element_size() for p in sampler.parameters())
+    draft = policy._low_precision
+    if draft is not None:
+        weight_bytes, sampler_name = draft.weight_bytes, draft.name
+    else:
+        weight_bytes = sum(p.numel() * p.element_size() for p in policy._network().parameters())
+        sampler_name = str(policy.dtype).removeprefix("torch.")
 
     def ppo_step(decisions: list[Decision], lengths: list[int]) -> None:
         """Token-mean loss at advantage 1 (the cost, not a real update), backpropagated in micro-batches of
@@ -231,7 +235,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
         results[str(batch)]["peak_rss_mib_after_ppo"] = peak_rss_mib()
     return {
         "rollout": policy.rollout,
-        "sampler_dtype": str(next(sampler.parameters()).dtype).removeprefix("torch."),
+        "sampler_dtype": sampler_name,
         "load_seconds": load_s,
         "prompt_tokens": sum(prompt_tokens) / len(prompt_tokens),
         "screenshot": bool(policy.screenshots),
@@ -398,9 +402,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
                         help="folder of prepared models, DIR/NAME; a missing one is prepared there and kept "
                              "(default: a temporary folder, removed afterwards)")
-    parser.add_argument("--sampler-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+    parser.add_argument("--sampler-dtype", choices=("auto", "float32", "bfloat16", "packed_float16"), default="auto",
                         help="the cached path's drafting precision (the policy's sampler_dtype; default auto: "
-                             "bfloat16 where the CPU multiplies it natively, with a verifying float32 forward)")
+                             "bfloat16 where the CPU multiplies it natively, with a verifying float32 forward; "
+                             "packed_float16: float16 weights in fbgemm's products, verified alike)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write every number to OUT")
     parser.add_argument("--quick", action="store_true",
                         help="tiny-qwen2 only, batches 1 and 4, 8 tokens: checks the benchmark runs (seconds)")
