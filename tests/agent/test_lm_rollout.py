@@ -10,12 +10,12 @@ import torch
 from admire.agent.base import Decision
 from admire.agent.lm_policy import LMPolicy
 from admire.agent.lm_rollout import (
+    PACKED_FLOAT16,
+    HalfWeightLinear,
     KVArena,
     PreallocatedLayer,
     SamplingSettings,
     _choose,
-    PACKED_FLOAT16,
-    HalfWeightLinear,
     cpu_multiplies_bfloat16,
     cpu_packs_half_weights,
     grouped_attention,

@@ -113,3 +113,16 @@ def test_the_sampler_dtype_reaches_the_cached_path_only(tiny_qwen2_dir: Path, tm
                           "--model-dir", str(tiny_qwen2_dir.parent), "--json", str(out)]) == 0
     models = json.loads(out.read_text())["models"]["tiny-qwen2"]
     assert models["cached"]["sampler_dtype"] == "bfloat16" and models["generate"]["sampler_dtype"] == "float32"
+
+
+def test_several_sampler_dtypes_each_measure_a_cached_path_against_the_same_generate(
+        tiny_qwen2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    out = tmp_path / "lm.json"
+    assert lm_speed.main(["--quick", "--sampler-dtype", "float32", "bfloat16", "float32",
+                          "--model-dir", str(tiny_qwen2_dir.parent), "--json", str(out)]) == 0
+    record = json.loads(out.read_text())
+    models = record["models"]["tiny-qwen2"]
+    assert list(models) == ["generate", "cached/float32", "cached/bfloat16"]  # a repeated dtype measured once
+    assert [models[p]["sampler_dtype"] for p in models] == ["float32", "float32", "bfloat16"]
+    assert set(record["ratios"]) == {f"tiny-qwen2, batch {b}: cached/{d} vs generate"
+                                     for b in (1, 4) for d in ("float32", "bfloat16")}  # --quick: batches 1 and 4

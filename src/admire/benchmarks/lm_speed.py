@@ -20,7 +20,8 @@ after acting and after the PPO step, and the share of the machine's decoding bou
 reads every weight once, so ``weight bytes ÷ memory bandwidth`` (measured here, one thread reading a
 512 MiB tensor) bounds the seconds per answer token for the whole batch. For the cached path also the
 largest gap between its reported per-token log-probs and a plain forward of the same weights, and the
-bfloat16 sampler's mean drift where one is used.
+low-precision draft's mean drift where one is used. ``--sampler-dtype`` with several dtypes measures the
+cached path once per dtype in the same run, each against the same generate path.
 
 Absolute times are this machine's, under whatever else runs on it; the ratios (cached against generate,
 measured in the same run) are the numbers to carry elsewhere.
@@ -29,7 +30,8 @@ Opt-in (``RUN_BY_DEFAULT = False``): with every model it runs for minutes and ne
 ``admire bench`` alone skips it and ``admire bench lm_speed`` runs it.
 
     admire bench lm_speed [--models tiny-qwen2 smollm2-135m] [--batches 1 8] [--threads 1] [--ppo-max-answer-tokens N]
-                          [--max-new-tokens 96] [--repeats 1] [--model-dir DIR] [--json OUT] [--quick]
+                          [--max-new-tokens 96] [--repeats 1] [--sampler-dtype auto [packed_float16 ...]]
+                          [--model-dir DIR] [--json OUT] [--quick]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ DEFAULT_MODELS = ("tiny-qwen2", "smollm2-135m")
 DEFAULT_BATCHES = (1, 8)
 ROLLOUTS = ("generate", "cached")
 """The old path first: every ratio is the cached path's number over the generate path's."""
+SAMPLER_DTYPES = ("auto", "float32", "bfloat16", "packed_float16")
 NAMES = ("karrie", "vina", "ann", "bob", "carmen", "dmitri", "elif", "farah", "gus", "hana", "ivo", "jun")
 RESULT_MARK = "LM_SPEED_RESULT "
 """Prefix of the one stdout line where a child process hands its measurements back as JSON."""
@@ -252,7 +255,7 @@ def child_main(args: argparse.Namespace) -> int:
     result = measure(Path(args.child), rollout=args.rollout, threads=args.threads,
                      max_new_tokens=args.max_new_tokens, repeats=args.repeats, lora=args.lora,
                      lora_layers=args.lora_layers or None, batches=args.batches,
-                     ppo_max_answer_tokens=args.ppo_max_answer_tokens or None, sampler_dtype=args.sampler_dtype)
+                     ppo_max_answer_tokens=args.ppo_max_answer_tokens or None, sampler_dtype=args.sampler_dtype[0])
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 
@@ -286,12 +289,24 @@ def is_vision_language(path: Path) -> bool:
     return "vision_config" in json.loads((path / "config.json").read_text())
 
 
-def run_child(path: Path, rollout: str, args: argparse.Namespace) -> tuple[dict[str, Any] | None, str | None]:
+def paths_to_measure(vision_language: bool, sampler_dtypes: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(label, rollout, sampler dtype) per path: generate first (every ratio is over it), then the cached
+    path once per sampler dtype, labelled ``cached`` alone or ``cached/<dtype>`` when several are compared.
+    A vision-language model has only the generate path."""
+    paths = [("generate", "generate", "auto")]
+    if not vision_language:
+        unique = list(dict.fromkeys(sampler_dtypes))
+        paths += [(f"cached/{d}" if len(unique) > 1 else "cached", "cached", d) for d in unique]
+    return paths
+
+
+def run_child(path: Path, rollout: str, sampler_dtype: str, args: argparse.Namespace
+              ) -> tuple[dict[str, Any] | None, str | None]:
     """Measure one model and path in a fresh interpreter: (result, None) or (None, why it failed)."""
     command = [sys.executable, "-m", "admire.benchmarks.lm_speed", "--child", str(path), "--rollout", rollout,
                "--threads", str(args.threads), "--max-new-tokens", str(args.max_new_tokens),
                "--repeats", str(args.repeats), "--lora", str(args.lora), "--lora-layers", str(args.lora_layers),
-               "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens), "--sampler-dtype", args.sampler_dtype,
+               "--ppo-max-answer-tokens", str(args.ppo_max_answer_tokens), "--sampler-dtype", sampler_dtype,
                "--batches", *[str(b) for b in args.batches]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": str(args.threads)}
@@ -316,25 +331,25 @@ RATIO_FIELDS = {"env_steps_per_second": "env steps/s", "tokens_per_second": "tok
 
 
 def ratios(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, float]]:
-    """For each model and batch size measured on both paths: the cached path's numbers over generate's
-    (speeds: higher is faster; memory: higher is more)."""
+    """For each model, cached path (one per sampler dtype) and batch size measured beside generate: the cached
+    path's numbers over generate's (speeds: higher is faster; memory: higher is more)."""
     out: dict[str, dict[str, float]] = {}
     for name, paths in results.items():
-        if not all(r in paths for r in ROLLOUTS):
+        if "generate" not in paths:
             continue
-        old, new = paths["generate"], paths["cached"]
-        for batch in new["batches"]:
-            if batch not in old["batches"]:
-                continue
-            o, n = old["batches"][batch], new["batches"][batch]
-            out[f"{name}, batch {batch}: cached vs generate"] = {
-                "env_steps_per_second": n["env_steps_per_second"] / o["env_steps_per_second"],
-                "tokens_per_second": n["tokens_per_second"] / o["tokens_per_second"],
-                "prefill_tokens_per_second": n["prefill_tokens_per_second"] / o["prefill_tokens_per_second"],
-                "ppo_samples_per_second": o["seconds_per_ppo_sample"] / n["seconds_per_ppo_sample"],
-                "peak_rss_act": n["peak_rss_mib_after_act"] / o["peak_rss_mib_after_act"],
-                "peak_rss_ppo": n["peak_rss_mib_after_ppo"] / o["peak_rss_mib_after_ppo"],
-            }
+        old = paths["generate"]
+        for label, new in paths.items():
+            shared = [batch for batch in new["batches"] if batch in old["batches"]] if label != "generate" else []
+            for batch in shared:
+                o, n = old["batches"][batch], new["batches"][batch]
+                out[f"{name}, batch {batch}: {label} vs generate"] = {
+                    "env_steps_per_second": n["env_steps_per_second"] / o["env_steps_per_second"],
+                    "tokens_per_second": n["tokens_per_second"] / o["tokens_per_second"],
+                    "prefill_tokens_per_second": n["prefill_tokens_per_second"] / o["prefill_tokens_per_second"],
+                    "ppo_samples_per_second": o["seconds_per_ppo_sample"] / n["seconds_per_ppo_sample"],
+                    "peak_rss_act": n["peak_rss_mib_after_act"] / o["peak_rss_mib_after_act"],
+                    "peak_rss_ppo": n["peak_rss_mib_after_ppo"] / o["peak_rss_mib_after_ppo"],
+                }
     return out
 
 
@@ -347,7 +362,7 @@ def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[st
           f"LoRA r {args.lora or 'off (full model trainable)'}"
           + (f" on the top {args.lora_layers} layers" if args.lora and args.lora_layers else ""))
     print("absolute numbers: this machine, as loaded as it was; compare the ratios below")
-    header = (f"{'model':<15}{'path':<10}{'batch':>6}{'s/act':>9}{'env steps/s':>13}{'answer tok':>12}"
+    header = (f"{'model':<15}{'path':<22}{'batch':>6}{'s/act':>9}{'env steps/s':>13}{'answer tok':>12}"
               f"{'tokens/s':>10}{'prefill tok/s':>15}{'s/PPO sample':>14}{'MiB act':>9}{'MiB PPO':>9}"
               f"{'of bound':>10}")
     print(header)
@@ -355,7 +370,7 @@ def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[st
         for rollout, result in paths.items():
             for batch, row in result["batches"].items():
                 share = bound_share(result, batch, machine["bandwidth_gbs"])
-                print(f"{name:<15}{rollout:<10}{batch:>6}{row['seconds_per_act']:>9.2f}"
+                print(f"{name:<15}{rollout:<22}{batch:>6}{row['seconds_per_act']:>9.2f}"
                       f"{row['env_steps_per_second']:>13.3f}{row['answer_tokens_per_act']:>12.1f}"
                       f"{row['tokens_per_second']:>10.1f}{row['prefill_tokens_per_second']:>15.0f}"
                       f"{row['seconds_per_ppo_sample']:>14.3f}{row['peak_rss_mib_after_act']:>9.0f}"
@@ -376,9 +391,9 @@ def print_report(results: dict[str, dict[str, dict[str, Any]]], skipped: dict[st
     for name, reason in skipped.items():
         print(f"  {name}: skipped — {reason}")
     if table:
-        print(f"\n{'ratio, cached over generate':<40}" + "".join(f"{label:>15}" for label in RATIO_FIELDS.values()))
+        print(f"\n{'ratio, cached over generate':<52}" + "".join(f"{label:>15}" for label in RATIO_FIELDS.values()))
         for label, values in table.items():
-            print(f"{label:<40}" + "".join(f"{values[k]:>14.2f}x" for k in RATIO_FIELDS))
+            print(f"{label:<52}" + "".join(f"{values[k]:>14.2f}x" for k in RATIO_FIELDS))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -402,10 +417,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--model-dir", type=Path, default=None, metavar="DIR",
                         help="folder of prepared models, DIR/NAME; a missing one is prepared there and kept "
                              "(default: a temporary folder, removed afterwards)")
-    parser.add_argument("--sampler-dtype", choices=("auto", "float32", "bfloat16", "packed_float16"), default="auto",
-                        help="the cached path's drafting precision (the policy's sampler_dtype; default auto: "
-                             "bfloat16 where the CPU multiplies it natively, with a verifying float32 forward; "
-                             "packed_float16: float16 weights in fbgemm's products, verified alike)")
+    parser.add_argument("--sampler-dtype", nargs="+", choices=SAMPLER_DTYPES, default=["auto"], metavar="DTYPE",
+                        help="the cached path's drafting precision (the policy's sampler_dtype: "
+                             f"{', '.join(SAMPLER_DTYPES)}; default auto: bfloat16 where the CPU multiplies it "
+                             "natively, with a verifying float32 forward; packed_float16: float16 weights in "
+                             "fbgemm's products, verified alike); several: the cached path once per dtype, in one run")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write every number to OUT")
     parser.add_argument("--quick", action="store_true",
                         help="tiny-qwen2 only, batches 1 and 4, 8 tokens: checks the benchmark runs (seconds)")
@@ -449,20 +465,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 skipped[name] = reason or "not prepared"
                 print(f"  skipped: {reason}", flush=True)
                 continue
-            for rollout in ROLLOUTS[:1] if is_vision_language(path) else ROLLOUTS:
-                print(f"  {rollout} ...", flush=True)
-                result, error = run_child(path, rollout, args)
+            for label, rollout, sampler_dtype in paths_to_measure(is_vision_language(path), args.sampler_dtype):
+                print(f"  {label} ...", flush=True)
+                result, error = run_child(path, rollout, sampler_dtype, args)
                 if result is None:
-                    failed[f"{name} {rollout}"] = error or "failed"
+                    failed[f"{name} {label}"] = error or "failed"
                     print(f"  FAILED: {error}", flush=True)
                     continue
-                results.setdefault(name, {})[rollout] = result
+                results.setdefault(name, {})[label] = result
     machine["load_after"] = os.getloadavg()[0]
     table = ratios(results)
     print_report(results, skipped, table, machine, args)
     if args.json is not None:
         settings = {k: getattr(args, k) for k in ("models", "batches", "threads", "max_new_tokens", "repeats", "lora",
-                                                  "lora_layers", "ppo_max_answer_tokens", "quick")}
+                                                  "lora_layers", "ppo_max_answer_tokens", "sampler_dtype", "quick")}
         record = {"machine": machine, "settings": settings, "models": results, "ratios": table,
                   "skipped": skipped, "failed": failed}
         args.json.parent.mkdir(parents=True, exist_ok=True)
