@@ -5,7 +5,7 @@ transformers spends a large share of its time outside the matrix products and th
 profiler; the numbers are in docs/lm-policy.md): per step it builds a mask, per layer it repeats that mask
 for each query group, and it walks thirty layers of ``nn.Module`` calls. The step below calls the same
 modules and does the same arithmetic (RMSNorm, rotary embedding from the model's own rotary module, grouped-query
-attention over the cache, SiLU-gated MLP, the tied or untied head), with one additive padding mask per step
+attention over the cache, SiLU-gated MLP, the tied or untied head), with one boolean padding mask per step
 broadcast over every head and query.
 
 The projections are called as modules, not read as weights, so a PEFT LoRA layer adds its adapter's delta
@@ -75,10 +75,7 @@ class _LeanStep:
         x = model.embed_tokens(tokens)                                   # [B, hidden]
         cos, sin = model.rotary_emb(x[:, None, :], positions[:, None])   # [B, 1, head_dim]
         cos, sin = cos[:, None].to(x.dtype), sin[:, None].to(x.dtype)     # [B, 1, 1, head_dim]
-        # an additive mask, built once per step: torch's CPU attention with a boolean mask took 1.7x as long
-        # at batch 8 over a 620-position cache (docs/lm-policy.md)
-        hidden = attention_mask.bool()[:, None, None, :].logical_not()   # [B, 1, 1, L]
-        visible = x.new_zeros(hidden.shape).masked_fill_(hidden, torch.finfo(x.dtype).min)
+        visible = attention_mask.bool()[:, None, None, :]                # [B, 1, 1, L]
         for index, layer in enumerate(model.layers):
             attention = layer.self_attn
             h = _rms_norm(x, layer.input_layernorm, self.eps)
