@@ -68,7 +68,8 @@ def test_two_arms_from_one_start_begin_with_identical_weights(tmp_path: Path) ->
 def test_a_start_from_a_run_started_otherwise_is_refused_naming_the_keys(tmp_path: Path) -> None:
     source = started_run(tmp_path, "source")
     check_from_run(load_config(overrides=[*FAKE, f"actor_rollout_ref.warm_start.from_run={source.path}",
-                                          "reward.mode=outcome", "actor_rollout_ref.actor.lr=0.5"]))
+                                          "reward.mode=outcome", "actor_rollout_ref.actor.lr=0.5",
+                                          "+actor_rollout_ref.model.sampler_dtype=float32"]))  # acts after the start
     other = load_config(overrides=[*FAKE, f"actor_rollout_ref.warm_start.from_run={source.path}", "run.seed=3",
                                    "env.max_steps=6"])
     with pytest.raises(ValueError, match=r"other values of run.seed, env.max_steps; start from"):

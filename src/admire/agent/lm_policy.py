@@ -145,13 +145,14 @@ class LMPolicy(nn.Module):
                              f"{type(model).__name__} cannot: use rollout='generate'")
         model.to(self.device)
         sampler_dtype = _sampler_dtype(self.options["sampler_dtype"], self.dtype, self.device, self.rollout)
-        self._low_precision: LowPrecisionCopy | None = None
-        if sampler_dtype != self.dtype:  # not a submodule: outside state_dict, parameters() and .to()
-            self.__dict__["_low_precision"] = LowPrecisionCopy(model, sampler_dtype)
         self.end_id = end_of_turn_id(self.tokenizer)  # where the chat template closes a turn, not eos_token
         self.pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.end_id)
         self.stop_ids = _stop_ids(model, self.end_id)
         self._head_on_hidden = _head_reads_last_hidden_state(model, self.end_id)
+        self._low_precision: LowPrecisionCopy | None = None
+        if sampler_dtype != self.dtype and self._head_on_hidden:  # a draft is verified on the hidden states
+            # not a submodule: outside state_dict, parameters() and .to()
+            self.__dict__["_low_precision"] = LowPrecisionCopy(model, sampler_dtype)
         self.lora: dict[str, Any] | None = None
         self._reference_copy: nn.Module | None = None
         self._use_reference = False

@@ -184,9 +184,13 @@ PACKED_FLOAT16 = "packed_float16"
 """A sampler precision: every linear layer's weight held in float16 and packed for fbgemm, which multiplies it
 with float32 activations; embeddings, norms, attention and the cache stay float32.
 
-Why, on a CPU without native bfloat16 (measured in docs/lm-policy.md): at eight rows, float32 products run
-far below memory speed, and fbgemm's half-weight kernels read half the bytes in kernels made for few rows.
-float16 keeps three more mantissa bits than bfloat16, so the draft drifts less from the trained weights."""
+Why, on a CPU without native bfloat16 (docs/lm-policy.md has what was measured): at eight rows, float32
+products run far below memory speed, and fbgemm's half-weight kernels read half the bytes in kernels made for
+few rows. float16 keeps three more mantissa bits than bfloat16, so the draft drifts less from the trained
+weights."""
+
+
+FLOAT16_MAX = 65504.0
 
 
 class HalfWeightLinear(nn.Module):
@@ -200,9 +204,13 @@ class HalfWeightLinear(nn.Module):
         self.nbytes = 0
 
     def pack(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
-        """Weights beyond float16's range saturate at ±65504 (fbgemm warns); a language model's are far inside."""
-        self._packed = torch.ops.quantized.linear_prepack_fp16(
-            weight.detach().float().contiguous(), None if bias is None else bias.detach().float().contiguous())
+        """Weights beyond float16's range are clamped to ±65504 first, on a copy: fbgemm's prepack saturates
+        them in place, which would write into a float32 weight it is handed directly (a trained one)."""
+        values = weight.detach().float().contiguous()
+        if bool(values.abs().amax() > FLOAT16_MAX):
+            values = values.clamp(-FLOAT16_MAX, FLOAT16_MAX)
+        kept_bias = None if bias is None else bias.detach().float().clone()
+        self._packed = torch.ops.quantized.linear_prepack_fp16(values, kept_bias)
         self.nbytes = weight.numel() * 2 + (bias.numel() * 4 if bias is not None else 0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -229,11 +237,17 @@ class LowPrecisionCopy:
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes of weights one decode step reads: the parameters and the packed linear layers."""
+        """Bytes of weights one decode step reads: the parameters (a packed copy's input embedding excepted: a
+        step looks up one row of it per answer, and its head is a packed layer of its own) and the packed
+        linear layers."""
         packed = sum(m.nbytes for m in self.network.modules() if isinstance(m, HalfWeightLinear))
-        return packed + sum(p.numel() * p.element_size() for p in self.network.parameters())
+        skipped = {id(p) for m in self.network.modules() if self.packed and isinstance(m, nn.Embedding)
+                   for p in m.parameters()}
+        return packed + sum(p.numel() * p.element_size() for p in self.network.parameters() if id(p) not in skipped)
 
     def refreshed(self, trained: nn.Module) -> nn.Module:
+        """The copy, rewritten first if the trained weights changed. A packed copy's other parameters
+        (embeddings, norms: float32 like the trained ones) share the trained tensors' storage, no copy."""
         version = weights_version(trained)
         if version != self._version:
             with torch.no_grad():
@@ -243,8 +257,12 @@ class LowPrecisionCopy:
                         bias = _effective(sources[name], "bias") if module.has_bias else None
                         module.pack(_effective(sources[name], "weight"), bias)
                         continue
-                    for key, target in module.named_parameters(recurse=False):
-                        target.copy_(_effective(sources[name], key))
+                    for key, target in list(module.named_parameters(recurse=False)):
+                        value = _effective(sources[name], key)
+                        if self.packed:
+                            module._parameters[key] = nn.Parameter(value.detach(), requires_grad=False)
+                        else:
+                            target.copy_(value)
             self._version = version
         return self.network
 
@@ -253,9 +271,9 @@ def _empty_like(model: nn.Module, dtype: torch.dtype, *, half_weight_linears: bo
     """The model's architecture with uninitialised ``dtype`` weights (no float32 copy on the way: built on
     the meta device, then given storage), its tied weights tied again and its buffers (rotary frequencies)
     copied as they are; ``refreshed`` fills the weights. With ``half_weight_linears`` every ``nn.Linear``
-    (the output head too, tied or not) becomes an unpacked :class:`HalfWeightLinear` while still on the meta
-    device, so no float32 storage is ever taken for them; the head then holds its own packed copy of a tied
-    embedding, and nothing is tied again."""
+    (the output head too, tied or not) becomes an unpacked :class:`HalfWeightLinear` and every other parameter
+    stays on the meta device until ``refreshed`` binds the trained one: no storage is taken for any weight
+    here; the head then holds its own packed copy of a tied embedding, and nothing is tied again."""
     with torch.device("meta"):
         clone = type(model)(copy.deepcopy(model.config)).to(dtype)
     if half_weight_linears:
@@ -264,9 +282,10 @@ def _empty_like(model: nn.Module, dtype: torch.dtype, *, half_weight_linears: bo
                 owner, _, key = name.rpartition(".")
                 setattr(clone.get_submodule(owner), key,
                         HalfWeightLinear(module.in_features, module.out_features, module.bias is not None))
-    clone = clone.to_empty(device=next(model.parameters()).device)
-    if hasattr(clone, "tie_weights") and not half_weight_linears:
-        clone.tie_weights()
+    else:
+        clone = clone.to_empty(device=next(model.parameters()).device)
+        if hasattr(clone, "tie_weights"):
+            clone.tie_weights()
     for name, buffer in model.named_buffers():
         owner, _, key = name.rpartition(".")
         clone.get_submodule(owner)._buffers[key] = buffer.detach().clone()
@@ -292,12 +311,13 @@ def _effective(module: nn.Module, key: str) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------
 
 class KVArena:
-    """Key/value buffers kept from one batch to the next, one set per dtype.
+    """Key/value buffers kept from one batch to the next, one set per slot and dtype.
 
     Why: a batch's cache is a few hundred MB (SmolLM2-135M, batch 8: 240 MB in float32), and memory fresh from
     the system costs a page fault per page on first write. Allocated anew for every act, that was a tenth of
-    the act's time on this machine; buffers reused are already mapped. Only one cache per dtype may be alive
-    at a time per slot (``sample`` and ``sample_and_verify`` use one each), so a caller keeps one arena per policy."""
+    the act's time on this machine; buffers reused are already mapped. Only one cache per slot and dtype may be
+    alive at a time (``sample`` uses one; ``sample_and_verify`` two, the draft's in the ``draft`` slot), so a
+    caller keeps one arena per policy."""
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[Any, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
@@ -474,7 +494,8 @@ def sample_and_verify(exact: nn.Module, draft: nn.Module, prefix: list[tuple[tor
     needs no second forward) when given and no longer than ``max_new_tokens``, else the drafted ids with
     the stop token excluded. Returns those log-probs, the draft's samples (for the drift between the two)
     and, per row, whether the canonical answer was the one scored. Both caches live in ``arena``'s buffers
-    when one is given (one per dtype)."""
+    when one is given (the draft's in its own slot, so a draft computing in the policy's dtype cannot share
+    the prompt cache's buffers)."""
     if not prompts:
         return [], [], []
     with torch.no_grad():

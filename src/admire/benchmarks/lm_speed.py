@@ -59,7 +59,7 @@ DEFAULT_MODELS = ("tiny-qwen2", "smollm2-135m")
 DEFAULT_BATCHES = (1, 8)
 ROLLOUTS = ("generate", "cached")
 """The old path first: every ratio is the cached path's number over the generate path's."""
-SAMPLER_DTYPES = ("auto", "float32", "bfloat16", "packed_float16")
+SAMPLER_DTYPES = ("auto", "float32", "bfloat16", "float16", "packed_float16")
 NAMES = ("karrie", "vina", "ann", "bob", "carmen", "dmitri", "elif", "farah", "gus", "hana", "ivo", "jun")
 RESULT_MARK = "LM_SPEED_RESULT "
 """Prefix of the one stdout line where a child process hands its measurements back as JSON."""

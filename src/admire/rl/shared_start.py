@@ -25,9 +25,11 @@ from admire.runs import RunDir
 # Dotted keys whose values decide a run's start (the warm start, then the evaluation before RL).
 START_KEYS: tuple[str, ...] = ("run.seed", "env", "actor_rollout_ref.model", "actor_rollout_ref.warm_start",
                                "trainer.eval_episodes", "trainer.eval_split")
-# Keys inside those sections that say where a start comes from, or act after it (training tasks only).
+# Keys inside those sections that say where a start comes from, or act after it (training tasks only; the
+# lm policy's sampler drafts sampled rollouts, never the warm start or the greedy evaluation before RL).
 NOT_COMPARED: frozenset[str] = frozenset({"actor_rollout_ref.warm_start.enable",
-                                          "actor_rollout_ref.warm_start.from_run", "env.train_instances_per_task"})
+                                          "actor_rollout_ref.warm_start.from_run", "env.train_instances_per_task",
+                                          "actor_rollout_ref.model.sampler_dtype"})
 
 
 def check_from_run(cfg: TrainingConfig) -> None:
