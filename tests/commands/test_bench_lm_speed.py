@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from admire.agent.lm_rollout import cpu_packs_half_weights
 from admire.benchmarks import lm_speed
 from tests.support.models import tiny_qwen2_dir  # noqa: F401
 
@@ -115,14 +116,18 @@ def test_the_sampler_dtype_reaches_the_cached_path_only(tiny_qwen2_dir: Path, tm
     assert models["cached"]["sampler_dtype"] == "bfloat16" and models["generate"]["sampler_dtype"] == "float32"
 
 
+@pytest.mark.skipif(not cpu_packs_half_weights(), reason="fbgemm's float16 kernels need AVX2 and F16C")
 def test_several_sampler_dtypes_each_measure_a_cached_path_against_the_same_generate(
         tiny_qwen2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "lm.json"
-    assert lm_speed.main(["--quick", "--sampler-dtype", "float32", "bfloat16", "float32",
+    assert lm_speed.main(["--quick", "--sampler-dtype", "float32", "packed_float16", "float32",
                           "--model-dir", str(tiny_qwen2_dir.parent), "--json", str(out)]) == 0
     record = json.loads(out.read_text())
     models = record["models"]["tiny-qwen2"]
-    assert list(models) == ["generate", "cached/float32", "cached/bfloat16"]  # a repeated dtype measured once
-    assert [models[p]["sampler_dtype"] for p in models] == ["float32", "float32", "bfloat16"]
+    assert list(models) == ["generate", "cached/float32", "cached/packed_float16"]  # a repeated dtype measured once
+    assert [models[p]["sampler_dtype"] for p in models] == ["float32", "float32", "packed_float16"]
     assert set(record["ratios"]) == {f"tiny-qwen2, batch {b}: cached/{d} vs generate"
-                                     for b in (1, 4) for d in ("float32", "bfloat16")}  # --quick: batches 1 and 4
+                                     for b in (1, 4) for d in ("float32", "packed_float16")}  # --quick: 1 and 4
+    # the packed draft's weights are counted once it holds them: its linear layers in half the bytes
+    packed, full = (models[p]["decode_weight_bytes"] for p in ("cached/packed_float16", "cached/float32"))
+    assert 0.3 * full < packed < full

@@ -169,13 +169,6 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
     prompt_tokens = [int(policy._encode_prompt(o, [])["input_ids"].shape[1]) for o in screens]
     parameters = policy.trainable_parameters()
-    draft = policy._low_precision
-    if draft is not None:
-        weight_bytes, sampler_name = draft.weight_bytes, draft.name
-    else:
-        weight_bytes = sum(p.numel() * p.element_size() for p in policy._network().parameters())
-        sampler_name = str(policy.dtype).removeprefix("torch.")
-
     def ppo_step(decisions: list[Decision], lengths: list[int]) -> None:
         """Token-mean loss at advantage 1 (the cost, not a real update), backpropagated in micro-batches of
         at most ``ppo_max_answer_tokens`` answer tokens as the trainer's PPO does."""
@@ -196,6 +189,12 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     # times compare; an untrained model mostly runs to the cap anyway.
     policy.stop_ids = [int(policy._network().get_output_embeddings().weight.shape[0])]  # an id never sampled
     policy.act(screens[:1], [[]])  # first calls pay one-off set-up; not counted
+    draft = policy._low_precision  # read after that first act: a packed draft holds its weights once refreshed
+    if draft is not None:
+        weight_bytes, sampler_name = draft.weight_bytes, draft.name
+    else:
+        weight_bytes = sum(p.numel() * p.element_size() for p in policy._network().parameters())
+        sampler_name = str(policy.dtype).removeprefix("torch.")
 
     # Acting at every batch size first, then the PPO steps: the peak read after the acts is acting's own.
     results: dict[str, dict[str, Any]] = {}
