@@ -21,7 +21,7 @@ from admire.agent.lm_rollout import (
     grouped_attention,
 )
 from admire.types import Observation, UIElement
-from tests.support.models import tiny_qwen2_5_vl_dir, tiny_qwen2_dir  # noqa: F401
+from tests.support.models import needs_fbgemm, tiny_qwen2_5_vl_dir, tiny_qwen2_dir  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing.*:FutureWarning")  # inside peft
 
@@ -111,11 +111,8 @@ def test_the_shared_prefix_scorer_gives_the_unshared_gradient(tiny_qwen2_dir):  
     assert torch.allclose(gradients["cached"], gradients["generate"], atol=1e-5, rtol=1e-3)
 
 
-needs_fbgemm = pytest.mark.skipif(not cpu_packs_half_weights(), reason="fbgemm's float16 kernels need AVX2 and F16C")
-
-
 @pytest.mark.parametrize("sampler, largest_drift", [
-    ("bfloat16", 0.05), pytest.param(PACKED_FLOAT16, 0.005, marks=needs_fbgemm)])
+    ("bfloat16", 0.05), pytest.param(PACKED_FLOAT16, 0.005, marks=needs_fbgemm())])
 def test_a_low_precision_sampler_is_rescored_in_the_policys_precision_and_reports_its_drift(
         tiny_qwen2_dir, sampler, largest_drift):  # noqa: F811
     # The packed float16 draft decodes in float32, as the verifying forward does: the two caches must not
@@ -130,7 +127,7 @@ def test_a_low_precision_sampler_is_rescored_in_the_policys_precision_and_report
             plain_token_log_probs(policy, observation, output.text), abs=2e-4)
 
 
-@needs_fbgemm
+@needs_fbgemm()
 def test_a_half_weight_linear_multiplies_as_nn_linear_does_to_float16_precision():
     torch.manual_seed(0)
     linear = torch.nn.Linear(48, 20)
@@ -151,7 +148,7 @@ def test_a_half_weight_linear_multiplies_as_nn_linear_does_to_float16_precision(
     assert torch.equal(linear.weight.detach(), kept)  # the (trained) weight itself is untouched
 
 
-@needs_fbgemm
+@needs_fbgemm()
 def test_a_packed_copy_follows_the_trained_weights_after_an_optimizer_step(tiny_qwen2_dir):  # noqa: F811
     policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype=PACKED_FLOAT16, lora={"r": 4})
     network, copy = policy._network(), policy._low_precision

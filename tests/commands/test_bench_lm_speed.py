@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from admire.agent.lm_rollout import cpu_packs_half_weights
 from admire.benchmarks import lm_speed
-from tests.support.models import tiny_qwen2_dir  # noqa: F401
+from tests.support.models import needs_fbgemm, tiny_qwen2_dir  # noqa: F401
 
 BATCH_FIELDS = ("seconds_per_act", "seconds_per_env_step", "env_steps_per_second", "answer_tokens_per_act",
                 "tokens_per_second", "prefill_tokens_per_second", "seconds_per_ppo_sample")
@@ -116,7 +115,7 @@ def test_the_sampler_dtype_reaches_the_cached_path_only(tiny_qwen2_dir: Path, tm
     assert models["cached"]["sampler_dtype"] == "bfloat16" and models["generate"]["sampler_dtype"] == "float32"
 
 
-@pytest.mark.skipif(not cpu_packs_half_weights(), reason="fbgemm's float16 kernels need AVX2 and F16C")
+@needs_fbgemm()
 def test_several_sampler_dtypes_each_measure_a_cached_path_against_the_same_generate(
         tiny_qwen2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     out = tmp_path / "lm.json"

