@@ -172,6 +172,26 @@ def test_a_packed_copy_follows_the_trained_weights_after_an_optimizer_step(tiny_
     assert not any(isinstance(m, torch.nn.Linear) for m in copy.network.modules())
 
 
+@needs_fbgemm()
+def test_training_gives_a_packed_drafts_weights_back_and_the_next_act_packs_them_again(tiny_qwen2_dir):  # noqa: F811
+    policy = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype=PACKED_FLOAT16, lora={"r": 4},
+                      seed=3)
+    twin = LMPolicy(path=str(tiny_qwen2_dir), max_new_tokens=TOKENS, sampler_dtype=PACKED_FLOAT16, lora={"r": 4},
+                    seed=3)
+    copy = policy._low_precision
+    assert copy is not None
+    for p in (policy, twin):
+        p.act(SCREENS, [[]] * len(SCREENS))
+    assert copy.weight_bytes > 0
+    policy.train()
+    assert sum(m.nbytes for m in copy.network.modules() if hasattr(m, "_packed")) == 0
+    assert all(m._packed is None for m in copy.network.modules() if hasattr(m, "_packed"))
+    policy.eval()
+    again, same = policy.act(SCREENS, [[]] * len(SCREENS)), twin.act(SCREENS, [[]] * len(SCREENS))
+    assert [o.text for o in again] == [o.text for o in same]  # repacked from the same weights: the same draws
+    assert copy.weight_bytes > 0
+
+
 def test_a_sampler_precision_is_checked_when_the_policy_is_built(tiny_qwen2_dir, tmp_path):  # noqa: F811
     with pytest.raises(ValueError, match="sampler_dtype must be auto, packed_float16 or one of"):
         LMPolicy(path=str(tiny_qwen2_dir), sampler_dtype="float8")
@@ -184,9 +204,12 @@ def test_a_sampler_precision_is_checked_when_the_policy_is_built(tiny_qwen2_dir,
     assert cpu_packs_half_weights(cpuinfo) == ("fbgemm" in torch.backends.quantized.supported_engines)
 
 
-def test_auto_picks_bfloat16_only_where_the_cpu_multiplies_it(tiny_qwen2_dir, tmp_path):  # noqa: F811
+def test_auto_drafts_in_bfloat16_where_the_cpu_multiplies_it_else_with_packed_half_weights(
+        tiny_qwen2_dir, tmp_path):  # noqa: F811
     policy = LMPolicy(path=str(tiny_qwen2_dir))
-    assert (policy._low_precision is not None) == cpu_multiplies_bfloat16()
+    expected = "bfloat16" if cpu_multiplies_bfloat16() else PACKED_FLOAT16 if cpu_packs_half_weights() else None
+    assert (policy._low_precision.name if policy._low_precision is not None else None) == expected
+    assert LMPolicy(path=str(tiny_qwen2_dir), rollout="generate")._low_precision is None
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("flags : fpu avx2 avx512f\n")
     assert not cpu_multiplies_bfloat16(cpuinfo)

@@ -96,6 +96,8 @@ def test_the_metrics_and_summary_the_benchmark_reads(tmp_path: Path) -> None:
     for record in records:
         assert 0.0 <= record["adv/nonzero_frac"] <= 1.0 and record["ppo/entropy"] > 0
         assert 0.0 < record["time/milestone_s"] < record["time/epoch_s"]
+        assert 0.0 < record["time/rollout_s"] + record["time/update_s"] < record["time/epoch_s"]
+        assert record["time/eval_s"] > 0.0  # outside the epoch's time: eval_every=1 evaluates after each epoch
         assert record["ppo/epochs_run"] == 2  # ppo_epochs, no KL target
     assert records[-1]["env_steps_total"] == summary["env_steps"]
     saved = json.loads(run.summary.read_text())

@@ -118,8 +118,9 @@ class LMPolicy(nn.Module):
     down first; ``DEFAULT_MAX_PIXELS``, None: no limit), ``lora`` (None, or a dict of ``r``, ``alpha``,
     ``dropout``, ``target_modules``), ``dtype`` ("auto": bfloat16 on CUDA, float32 on CPU), ``device``,
     ``keep_reference``, ``rollout`` ("auto": "cached" for text models, "generate" for vision-language ones)
-    ``sampler_dtype`` (the cached rollout's sampling precision; "auto": bfloat16 on a CPU that multiplies it
-    natively, else the model's own; ``packed_float16``: float16 weights packed for fbgemm, float32 arithmetic)
+    ``sampler_dtype`` (the cached rollout's drafting precision; "auto": bfloat16 on a CPU that multiplies it
+    natively, else ``packed_float16`` where fbgemm runs (float16 weights packed for its few-row kernels,
+    float32 arithmetic), else the model's own)
     and ``encoder`` (ignored)."""
 
     def __init__(
@@ -317,10 +318,13 @@ class LMPolicy(nn.Module):
             self._use_reference = self._in_reference = False
 
     def train(self, mode: bool = True) -> LMPolicy:
-        """As ``nn.Module.train``; entering training gives the rollout's key/value buffers back, so an update's
-        activations have that memory (the next act maps it again, once)."""
+        """As ``nn.Module.train``; entering training gives the rollout's key/value buffers and a packed draft's
+        weights back, so an update's activations have that memory (the next act maps the buffers again, once,
+        and repacks the draft, which the update's new weights would have made it do anyway)."""
         if mode:
             self._arena.clear()
+            if self._low_precision is not None:
+                self._low_precision.release()
         return super().train(mode)
 
     def trainable_parameters(self) -> list[nn.Parameter]:
@@ -606,12 +610,15 @@ def _rollout(value: Any, vision_language: bool) -> str:
 
 
 def _sampler_dtype(value: Any, dtype: torch.dtype, device: torch.device, rollout: str) -> torch.dtype | str:
-    """The cached rollout's sampling precision: ``auto`` picks bfloat16 for a float32 model on a CPU with
-    native bfloat16 arithmetic, else the model's own dtype (then no copy is made); :data:`PACKED_FLOAT16`
-    only when asked for."""
+    """The cached rollout's sampling precision: ``auto`` drafts a float32 model on a CPU in bfloat16 where the
+    CPU multiplies it natively, else with :data:`PACKED_FLOAT16` where fbgemm's half-weight kernels run (AVX2
+    and F16C), else (and on a GPU, or with ``generate``) samples with the model's own dtype, making no copy."""
     if value == "auto":
-        native = device.type == "cpu" and dtype == torch.float32 and cpu_multiplies_bfloat16()
-        return torch.bfloat16 if native and rollout == "cached" else dtype
+        if device.type != "cpu" or dtype != torch.float32 or rollout != "cached":
+            return dtype
+        if cpu_multiplies_bfloat16():
+            return torch.bfloat16
+        return PACKED_FLOAT16 if cpu_packs_half_weights() else dtype
     if value not in (*_DTYPES, PACKED_FLOAT16):
         raise ValueError(f"sampler_dtype must be auto, {PACKED_FLOAT16} or one of {', '.join(_DTYPES)}, got {value!r}")
     precision = PACKED_FLOAT16 if value == PACKED_FLOAT16 else _DTYPES[value]

@@ -213,6 +213,9 @@ class HalfWeightLinear(nn.Module):
         self._packed = torch.ops.quantized.linear_prepack_fp16(values, kept_bias)
         self.nbytes = weight.numel() * 2 + (bias.numel() * 4 if bias is not None else 0)
 
+    def release(self) -> None:
+        self._packed, self.nbytes = None, 0
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self._packed is None:
             raise RuntimeError("HalfWeightLinear used before pack(): refresh the copy from the trained weights")
@@ -244,6 +247,18 @@ class LowPrecisionCopy:
         skipped = {id(p) for m in self.network.modules() if self.packed and isinstance(m, nn.Embedding)
                    for p in m.parameters()}
         return packed + sum(p.numel() * p.element_size() for p in self.network.parameters() if id(p) not in skipped)
+
+    def release(self) -> None:
+        """Give a packed copy's weights back until the next ``refreshed`` packs them again. Why: a training
+        step changes the trained weights, so the copy is repacked after it anyway, and during the step its
+        memory (about half the model's float32 bytes) is wanted for activations. A dtype copy keeps its
+        weights (they are rewritten in place, not rebuilt)."""
+        if not self.packed:
+            return
+        for module in self.network.modules():
+            if isinstance(module, HalfWeightLinear):
+                module.release()
+        self._version = None
 
     def refreshed(self, trained: nn.Module) -> nn.Module:
         """The copy, rewritten first if the trained weights changed. A packed copy's other parameters

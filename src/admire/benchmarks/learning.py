@@ -142,11 +142,12 @@ SUITE_OVERRIDES: dict[str, tuple[str, ...]] = {
     # one PPO pass over minibatches of 16 answers, a budget in env steps rather than epochs, and 20 held-out
     # episodes per task evaluated only before and after RL. The adapter is on all 30 layers: on the top 8
     # only (cheaper per step) the same warm start ended at 1.7% and 0% held-out on the validation seeds.
-    # Rollouts sample with the float32 weights themselves on every CPU (no low-precision draft, whatever
-    # ``auto`` would pick there), as the suite's first runs did: every seed draws from the same distribution.
+    # Rollouts draft with float16 weights packed for fbgemm and are scored by the float32 weights, on every
+    # CPU (whatever ``auto`` would pick there), so every seed draws from the same distribution; on a CPU
+    # without fbgemm's kernels (AVX2, F16C) the policy refuses it in one line.
     "miniwob-lm": (
         "actor_rollout_ref.model.name=lm", "actor_rollout_ref.model.path=models/smollm2-135m",
-        "+actor_rollout_ref.model.sampler_dtype=float32",
+        "+actor_rollout_ref.model.sampler_dtype=packed_float16",
         "+actor_rollout_ref.model.lora=true", "+actor_rollout_ref.model.max_new_tokens=64",
         "actor_rollout_ref.warm_start.episodes_per_task=4", "actor_rollout_ref.warm_start.epochs=3",
         "actor_rollout_ref.warm_start.lr=0.001",

@@ -227,6 +227,7 @@ def measure(path: Path, *, rollout: str, threads: int, max_new_tokens: int, repe
             "max_log_prob_gap_to_plain_forward": max(gaps),
             "mean_sampler_drift": sum(drifts) / len(drifts) if drifts else None,
         }
+    policy.train()  # as the trainer does before an update: the rollout's buffers and a packed draft given back
     for batch in batches:
         ppo_s = 0.0
         for outputs in answers[batch]:

@@ -125,6 +125,7 @@ def train(
             epoch_started = time.perf_counter()
             # 1. Sample tasks and roll out one group of `rollout.n` episodes per task.
             stats = RolloutStats()
+            phase_started = time.perf_counter()
             trajectories = run.read_trajectories("train", epoch)  # an interrupted epoch keeps its rollouts
             if trajectories is None:
                 tasks = suite.train_tasks(int(cfg.trainer.tasks_per_epoch), epoch=epoch, seed=int(cfg.run.seed),
@@ -144,6 +145,7 @@ def train(
                 saved = run.load_rollout_state(epoch)
                 if saved is not None:  # sample on as the uninterrupted run did after these rollouts
                     restore_rollout_state(saved, policy, update_rng)
+            rollout_s = time.perf_counter() - phase_started
             usable = [t for t in trajectories if not t.excluded]
             if trajectories and not usable:  # no browser started, or every one crashed: nothing to learn from
                 raise NoUsableEpisodes(no_usable_episodes(f"epoch {epoch}", trajectories, cfg, run))
@@ -162,10 +164,13 @@ def train(
             # 4. PPO-clip update (clip range and loss aggregation: actor_rollout_ref.actor.*).
             progress.status(f"epoch {epoch}: PPO update on {len(batch.samples)} samples")
             policy.train()
+            phase_started = time.perf_counter()
             update = ppo_update(policy, optimizer, batch.samples, ppo_cfg, update_rng, reference=reference)
             check_finite_weights(policy, f"the update of epoch {epoch} (its checkpoint was not written)")
             policy.eval()
-            timing = {"time/epoch_s": time.perf_counter() - epoch_started}
+            # where an epoch's time goes: sampling and stepping the browsers, then the update
+            timing = {"time/epoch_s": time.perf_counter() - epoch_started, "time/rollout_s": rollout_s,
+                      "time/update_s": time.perf_counter() - phase_started}
 
             # 5. Evaluate on held-out seeds now and then.
             metrics = scorer.metrics(trajectories, scored)  # rewards, milestones, the judge: as verl and TRL log them
@@ -174,9 +179,11 @@ def train(
             evaluation = None
             if int(cfg.trainer.eval_every) > 0 and (epoch + 1) % int(cfg.trainer.eval_every) == 0:
                 progress.status(f"epoch {epoch}: evaluating")
+                phase_started = time.perf_counter()
                 evaluation = evaluate(policy, envs, suite, cfg, run, epoch=epoch, stats=RolloutStats(),
                                       progress=progress.counter(f"epoch {epoch}: evaluating, episode"))
                 metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
+                metrics["time/eval_s"] = time.perf_counter() - phase_started
 
             # 6. Log and checkpoint.
             # Counted from the trajectories, so an epoch resumed from its written rollouts counts the same.
