@@ -106,9 +106,11 @@ def test_the_three_aggregations_weigh_tokens_as_named() -> None:
 
 
 def test_approx_kl_is_the_token_mean_of_k3_after_the_update_when_target_kl_reads_it() -> None:
+    # Two passes: after the first, target_kl reads the whole batch's KL (and, at 1e-9, stops there).
     policy = TokenBandit()
     samples = [token_sample(policy, "01", 1.0), token_sample(policy, "2", -1.0)]
-    stats = sgd(policy, samples, lr=0.5, target_kl=100.0)
+    stats = sgd(policy, samples, lr=0.5, target_kl=1e-9, epochs=2)
+    assert stats["epochs_run"] == 1
     new = torch.log_softmax(policy.z.detach(), dim=0)
     log_ratio = torch.tensor([float(new[int(ch)]) - o for s in samples
                               for ch, o in zip(s.decision.text, s.old_token_log_probs, strict=True)])
@@ -134,6 +136,19 @@ class CountingBandit(TokenBandit):
     def token_log_probs_and_entropy(self, decisions: Sequence[Decision]):
         self.scored.extend(d.text for d in decisions)
         return super().token_log_probs_and_entropy(decisions)
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_after_the_last_pass_the_batch_is_not_scored_again_for_a_kl_nothing_reads(epochs: int) -> None:
+    # target_kl can stop a pass that another follows, never the last one: after it, approx_kl is the
+    # minibatches' KL before their steps, and the batch is scored only by the passes themselves.
+    policy = CountingBandit()
+    samples = [token_sample(policy, "01", 1.0, shift=0.3), token_sample(policy, "2", -1.0, shift=0.3)]
+    stats = sgd(policy, samples, lr=0.0, target_kl=100.0, epochs=epochs)
+    assert stats["epochs_run"] == epochs
+    kl_reads = epochs - 1  # one whole-batch KL after each pass but the last
+    assert sorted(policy.scored) == sorted(["01", "2"] * (epochs + kl_reads))
+    assert stats["approx_kl"] == pytest.approx(math.exp(0.3) - 1 - 0.3, abs=1e-6)
 
 
 @pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_mean_token_sum"])

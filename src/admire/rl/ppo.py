@@ -287,24 +287,29 @@ def _ppo_update_tokens(
                  "entropy": entropy, "scored_frac": len(scored) / len(indices)}
         return loss_value, stats
 
-    def measured_kl() -> float:
-        """The whole batch's KL when a key reads it (``target_kl``, ``max_kl``); otherwise the mean of the
-        minibatches' KL before their steps (CleanRL's logged estimate), which costs no extra scoring."""
-        if kl_read:
-            return batch_kl()
+    def logged_kl() -> float:
+        """The mean of the minibatches' KL before their steps (CleanRL's logged estimate): no extra scoring."""
         return sum(pre_step_kl) / len(pre_step_kl) if pre_step_kl else 0.0
 
-    return _passes(optimizer, config, rng, len(samples), minibatch_backward, measured_kl)
+    def measured_kl() -> float:
+        """The whole batch's KL when a key reads it (``target_kl``, ``max_kl``), else the logged estimate."""
+        return batch_kl() if kl_read else logged_kl()
+
+    # After the last pass no key has anything left to decide, so its KL is the logged estimate: scoring the
+    # whole batch again there would cost a forward over every sample, for a logged number only.
+    return _passes(optimizer, config, rng, len(samples), minibatch_backward, measured_kl, final_kl=logged_kl)
 
 
 def _passes(
     optimizer: torch.optim.Optimizer, config: PPOConfig, rng: random.Random, size: int,
     minibatch_backward: Callable[[list[int]], tuple[float, dict[str, float]]], batch_kl: Callable[[], float],
+    final_kl: Callable[[], float] | None = None,
 ) -> dict[str, float]:
     """The passes both update paths share: shuffled minibatches of ``size`` samples, each one's gradient
     accumulated by ``minibatch_backward`` (which returns its loss and logged statistics), the gradient
     clipped, no step on a zero gradient, the per-step trust region, and the KL early stop after each pass,
-    all measured by ``batch_kl``."""
+    all measured by ``batch_kl``; after the last pass, with nothing left to stop, the logged KL is
+    ``final_kl``'s where one is given."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     totals = {"loss": 0.0, "clip_frac": 0.0, "ref_kl": 0.0, "entropy": 0.0, "grad_norm": 0.0}
     minibatches = epochs_run = skipped = backtracks = 0
@@ -336,7 +341,8 @@ def _passes(
                 totals[key] = totals.get(key, 0.0) + value
             minibatches += 1
         epochs_run += 1
-        approx_kl = batch_kl()
+        last = epochs_run == config.epochs
+        approx_kl = final_kl() if last and not stop and final_kl is not None else batch_kl()
         if stop or (config.target_kl is not None and approx_kl > config.target_kl):
             break
     return {**{k: v / minibatches for k, v in totals.items()}, "approx_kl": approx_kl,
