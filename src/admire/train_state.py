@@ -33,6 +33,7 @@ class TrainState:
     wall_s: float = 0.0
     baseline: dict[str, float] | None = None
     warm_start: dict[str, float] | None = None
+    cpu_s: float = 0.0  # the trainer process's CPU time (all its threads; browsers are processes of their own)
 
     def __post_init__(self) -> None:
         """A checkpoint's state is checked before anything on disk follows it (the metrics file is cut at
@@ -41,9 +42,11 @@ class TrainState:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
                 raise ValueError(f"TrainState.{name} must be an integer in [0, {limit}], got {value!r}")
-        if isinstance(self.wall_s, bool) or not isinstance(self.wall_s, int | float) or not (
-                math.isfinite(self.wall_s) and self.wall_s >= 0):
-            raise ValueError(f"TrainState.wall_s must be a finite number >= 0, got {self.wall_s!r}")
+        for name in ("wall_s", "cpu_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                    math.isfinite(value) and value >= 0):
+                raise ValueError(f"TrainState.{name} must be a finite number >= 0, got {value!r}")
 
 
 def checkpoint_state(

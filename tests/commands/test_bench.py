@@ -244,7 +244,8 @@ def write_run(runs: Path, name: str, *, before: float, after: float, env_steps: 
               epochs: Sequence[dict[str, Any]]) -> None:
     folder = runs / name
     folder.mkdir(parents=True)
-    summary = {"before": {"success": before}, "after": {"success": after}, "env_steps": env_steps, "wall_s": 10.0}
+    summary = {"before": {"success": before}, "after": {"success": after}, "env_steps": env_steps, "wall_s": 10.0,
+               "cpu_s": env_steps / 100}
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i, **m}) + "\n" for i, m in enumerate(epochs)))
 
@@ -298,6 +299,7 @@ def test_report_numbers_from_fabricated_runs(learning: ModuleType, fabricated: P
     assert admire["gain_over_outcome"]["per_seed"] == {"0": pytest.approx(0.3), "1": pytest.approx(0.2)}
     assert outcome["gain_over_outcome"] is None
     assert admire["utilisation"] == pytest.approx((0.85 + 0.7) / 2)  # mean over epochs, then over seeds
+    assert admire["cpu_s"] == pytest.approx(4.2) and outcome["cpu_s"] == pytest.approx(4.1)  # mean over seeds
     assert outcome["utilisation"] == pytest.approx((0.3 + 0.2) / 2)
     assert admire["milestone_cost"] == pytest.approx((2 / 40 + 2 / 80) / 2)  # Σ milestone_s / Σ epoch_s per run
     assert outcome["milestone_cost"] == 0.0

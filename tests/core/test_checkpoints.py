@@ -511,7 +511,7 @@ def test_a_checkpoint_of_another_shape_is_a_checkpoint_error_on_restore(tmp_path
 
 
 @pytest.mark.parametrize("state", [{"epoch": -1}, {"epoch": 10**30}, {"env_steps": -5}, {"epoch": "3"},
-                                   {"wall_s": float("nan")}])
+                                   {"wall_s": float("nan")}, {"cpu_s": -1.0}])
 def test_a_checkpoint_whose_counters_are_impossible_is_refused_before_anything_follows_it(
         tmp_path: Path, state: dict[str, Any]) -> None:
     # The trainer cuts metrics.jsonl at the restored epoch: a negative one emptied it, a huge one exhausted memory.

@@ -102,6 +102,7 @@ def test_the_metrics_and_summary_the_benchmark_reads(tmp_path: Path) -> None:
     assert records[-1]["env_steps_total"] == summary["env_steps"]
     saved = json.loads(run.summary.read_text())
     assert {"before", "after", "env_steps", "wall_s"} <= set(saved)
+    assert saved["cpu_s"] > 0.0  # the trainer process's own CPU time, read from time.process_time
     assert "success" in saved["after"] and f"success/{TASK}" in saved["after"]
 
 

@@ -500,6 +500,9 @@ class RunResult:
     after: dict[str, float] | None = None
     env_steps: int | None = None
     wall_s: float | None = None
+    cpu_s: float | None = None
+    """The trainer process's CPU time (a run's minutes of one core, whatever ran beside it); None before it was
+    recorded."""
     epochs: int | None = None
     utilisation: float | None = None
     milestone_cost: float | None = None
@@ -568,6 +571,7 @@ def read_run(run_dir: Path, variant: str, seed: int, execution: Execution | None
         result.before, result.after = summary.get("before"), summary.get("after")
         result.env_steps = summary.get("env_steps")
         result.wall_s = summary.get("wall_s")
+        result.cpu_s = summary.get("cpu_s")
     elif execution is not None:
         result.status = "not started" if execution.code is None else "failed"
     records = metrics_by_step(run_dir / "metrics.jsonl")
@@ -654,6 +658,7 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "step_gap": _mean(r.step_gap for r in done),
             "step_gap_norm": _mean(r.step_gap_norm for r in done),
             "wall_s": _mean(r.wall_s for r in done),
+            "cpu_s": _mean(r.cpu_s for r in done),
             **episode_statistics(done, [r for r in results if r.variant == baseline and r.ok], variant != baseline),
             "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
                        for r in runs if not r.ok],

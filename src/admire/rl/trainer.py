@@ -108,9 +108,11 @@ def train(
                                                         status_file=run.status))
         max_steps = int(cfg.env.max_steps)
         started = time.perf_counter() - state.wall_s
+        cpu_started = time.process_time() - state.cpu_s  # minutes of a core, whatever else shares the machine
 
         def snapshot(reached: TrainState) -> dict[str, Any]:
             reached.wall_s = time.perf_counter() - started
+            reached.cpu_s = time.process_time() - cpu_started
             return checkpoint_state(policy, optimizer, bank, update_rng, reached, experiment)
 
         evaluation: dict[str, float] | None = None
@@ -190,6 +192,7 @@ def train(
             state.epoch = epoch + 1
             state.env_steps += sum(step.format_valid for t in trajectories for step in t.steps)
             state.wall_s = time.perf_counter() - started
+            state.cpu_s = time.process_time() - cpu_started
             metrics.update({"env_steps_total": state.env_steps, "wall_s": state.wall_s})
             tracker.log(metrics, step=epoch)  # before the checkpoint: a resume truncates and redoes it
             run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state, experiment), epoch,
@@ -210,6 +213,7 @@ def train(
             "epochs": state.epoch,  # run, which is fewer than trainer.total_epochs when the env-step budget ran out
             "env_steps": state.env_steps,
             "wall_s": time.perf_counter() - started,
+            "cpu_s": time.process_time() - cpu_started,
             "before": state.baseline,
             "warm_start": state.warm_start,
             "after": final,
