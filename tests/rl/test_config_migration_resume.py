@@ -18,8 +18,8 @@ from admire.cli import main
 from admire.config_migration import LEGACY_DEFAULTS
 from admire.envs.base import ENVS
 from admire.integrations.verl.config import hydra_value
-from admire.tracking import read_metrics
 from tests.support.fakes import FormPolicy, SeededFormEnv, TrigramEncoder
+from tests.support.metrics import untimed_metrics
 
 FAKE = ["env.src=[fake-form]", "env.suite=fake-form/login", "env.max_envs=[1]", "env.max_steps=4",
         "actor_rollout_ref.model.name=tiny-form", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.lr=0.1",
@@ -27,9 +27,6 @@ FAKE = ["env.src=[fake-form]", "env.suite=fake-form/login", "env.max_envs=[1]", 
         "tracking.swanlab=null"]
 # What a run written before each later key behaved with, given explicitly (an unknown key needs Hydra's +).
 LEGACY = [f"{key}={hydra_value(value)}" for key, value in LEGACY_DEFAULTS.items()]
-TIMINGS = ("time/", "wall_s", "env/steps_per_s")
-
-
 class ResumableFormPolicy(FormPolicy):
     """``FormPolicy`` whose sampler's state travels with its weights, as the ``dom`` and ``lm`` policies' do:
     a resumed run then samples what the uninterrupted one sampled."""
@@ -70,8 +67,7 @@ def _weights(run: Path) -> list[str]:
 
 
 def _metrics(run: Path) -> list[dict[str, Any]]:
-    records = read_metrics(run / "metrics.jsonl")
-    return [{k: v for k, v in record.items() if not k.startswith(TIMINGS)} for record in records]
+    return untimed_metrics(run / "metrics.jsonl")
 
 
 def test_an_old_runs_config_resumes_through_the_migration_byte_identically(tmp_path: Path) -> None:

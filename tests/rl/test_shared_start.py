@@ -14,9 +14,9 @@ from admire.commands.train import config_yaml
 from admire.config import load_config
 from admire.rl.shared_start import check_from_run
 from admire.runs import RunDir
-from admire.tracking import read_metrics
 from tests.core.test_checkpoints import assert_same
 from tests.rl.test_trainer_fakes import FAKE, fake_backend_and_policy, run_training  # noqa: F401
+from tests.support.metrics import untimed_metrics
 
 
 def started_run(tmp_path: Path, name: str, *overrides: str) -> RunDir:
@@ -43,9 +43,7 @@ def test_a_run_from_another_runs_start_is_the_run_that_started_there(tmp_path: P
     shared_summary, shared = run_training(tmp_path, f"actor_rollout_ref.warm_start.from_run={source.path}",
                                           name="shared")
     assert shared_summary["before"] == whole_summary["before"] and shared_summary["after"] == whole_summary["after"]
-    def untimed(record: dict) -> dict:
-        return {k: v for k, v in record.items() if not k.startswith("time/") and k not in {"wall_s", "env/steps_per_s"}}
-    assert [untimed(r) for r in read_metrics(shared.metrics)] == [untimed(r) for r in read_metrics(whole.metrics)]
+    assert untimed_metrics(shared.metrics) == untimed_metrics(whole.metrics)
     final = policy_weights(shared)
     for key, value in policy_weights(whole).items():
         assert_same(final[key], value, key)
