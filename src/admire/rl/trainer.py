@@ -110,10 +110,14 @@ def train(
         started = time.perf_counter() - state.wall_s
         cpu_started = time.process_time() - state.cpu_s  # minutes of a core, whatever else shares the machine
 
-        def snapshot(reached: TrainState) -> dict[str, Any]:
+        def clocked(reached: TrainState) -> TrainState:
+            """``reached`` with this run's wall and CPU time so far."""
             reached.wall_s = time.perf_counter() - started
             reached.cpu_s = time.process_time() - cpu_started
-            return checkpoint_state(policy, optimizer, bank, update_rng, reached, experiment)
+            return reached
+
+        def snapshot(reached: TrainState) -> dict[str, Any]:
+            return checkpoint_state(policy, optimizer, bank, update_rng, clocked(reached), experiment)
 
         evaluation: dict[str, float] | None = None
         if state.baseline is None:  # before RL: a warm start (this run's or another's) and an evaluation
@@ -191,8 +195,7 @@ def train(
             # Counted from the trajectories, so an epoch resumed from its written rollouts counts the same.
             state.epoch = epoch + 1
             state.env_steps += sum(step.format_valid for t in trajectories for step in t.steps)
-            state.wall_s = time.perf_counter() - started
-            state.cpu_s = time.process_time() - cpu_started
+            clocked(state)
             metrics.update({"env_steps_total": state.env_steps, "wall_s": state.wall_s})
             tracker.log(metrics, step=epoch)  # before the checkpoint: a resume truncates and redoes it
             run.save_checkpoint(checkpoint_state(policy, optimizer, bank, update_rng, state, experiment), epoch,
