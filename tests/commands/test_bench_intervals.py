@@ -107,3 +107,35 @@ def test_the_report_reads_episodes_from_the_runs_and_their_shared_start(tmp_path
     assert admire["per_task"]["miniwob/a"]["after"] == {"mean": pytest.approx(0.6), "episodes": 60,
                                                         "per_seed": {"0": 0.6, "1": 0.6, "2": 0.6}}
     assert "| admire | 15.0 [" in markdown and "| miniwob/a | 20 → 30 (30, 30, 30) | 20 → 60 (60, 60, 60) |" in markdown
+
+
+def test_a_seed_kept_as_summaries_only_counts_where_its_summary_suffices(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    rates = {"outcome": {"miniwob/a": 0.3, "miniwob/b": 0.1}, "admire": {"miniwob/a": 0.6, "miniwob/b": 0.3}}
+    for seed in (0, 1, 2):
+        start = runs / f"start-s{seed}"
+        start.mkdir(parents=True)
+        before = {"success": 0.15, "success/miniwob/a": 0.2, "success/miniwob/b": 0.1}
+        (start / "summary.json").write_text(json.dumps({"before": before, "after": before}))
+        for variant, rate in rates.items():
+            folder = runs / f"{variant}-s{seed}"
+            folder.mkdir()
+            if seed != 2:  # seed 2: its evaluation files are gone, its summary says 10 points more for admire
+                write_eval(start, 0, {"miniwob/a": 0.2, "miniwob/b": 0.1})
+                write_eval(folder, 3, rate)
+            more = 0.1 if seed == 2 and variant == "admire" else 0.0
+            after = {"miniwob/a": rate["miniwob/a"] + more, "miniwob/b": rate["miniwob/b"]}
+            summary = {"success": sum(after.values()) / 2, **{f"success/{t}": v for t, v in after.items()}}
+            (folder / "summary.json").write_text(json.dumps({"before": before, "after": summary, "env_steps": 300}))
+    markdown, _ = learning.write_report(tmp_path, "miniwob-lm")
+    admire = json.loads((tmp_path / "results.json").read_text())["summary"]["admire"]
+    assert admire["episode_seeds"] == [0, 1] and admire["seeds_without_episodes"] == [2]
+    versus = admire["vs_outcome"]
+    assert versus["seeds"] == 2 and versus["mean"] == pytest.approx(0.25)  # the episodes: seeds 0 and 1
+    assert versus["per_seed"] == {"0": pytest.approx(0.25), "1": pytest.approx(0.25), "2": pytest.approx(0.3)}
+    assert versus["p_sign_flip_seeds"] == pytest.approx(0.25)  # three seeds: the smallest p is 2/8
+    assert admire["per_task"]["miniwob/a"]["after"]["per_seed"] == {"0": 0.6, "1": 0.6, "2": pytest.approx(0.7)}
+    assert admire["per_task"]["miniwob/a"]["after"]["episodes"] == 40
+    assert admire["per_task"]["miniwob/a"]["before"]["per_seed"]["2"] == pytest.approx(0.2)
+    assert "`admire`: no evaluation episodes on disk for seed(s) 2" in markdown
+    assert "cover seed(s) 0, 1." in markdown

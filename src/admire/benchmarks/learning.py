@@ -675,29 +675,54 @@ def baseline_of(variant: str) -> str:
 def episode_statistics(done: Sequence[RunResult], outcome: Sequence[RunResult], compared: bool) -> dict[str, Any]:
     """The episode-level numbers of one variant's finished runs: intervals, the paired test against
     outcome-only on the same seeds and episodes (when ``compared``: not for outcome-only itself), and success per
-    task (mean over seeds, and per seed)."""
+    task (mean over seeds, and per seed).
+
+    A finished run whose evaluation files are gone (a results folder kept as its summaries only) still counts
+    where its summary suffices: in the sign-flip test over seeds and in the per-task rows (its summary's
+    per-task success); the bootstrap intervals and the episode permutation test need the episodes and cover
+    the seeds listed in ``episode_seeds``."""
     before: dict[int, Episodes] = {r.seed: r.episodes_before for r in done if r.episodes_before}
     after: dict[int, Episodes] = {r.seed: r.episodes_after for r in done if r.episodes_after}
     baseline: dict[int, Episodes] = {r.seed: r.episodes_after for r in outcome if r.episodes_after}
     stats: dict[str, Any] = {"before_ci": _as_dict(bootstrap_interval(before)),
-                             "after_ci": _as_dict(bootstrap_interval(after)), "vs_outcome": None}
+                             "after_ci": _as_dict(bootstrap_interval(after)), "vs_outcome": None,
+                             "episode_seeds": sorted(after),
+                             "seeds_without_episodes": sorted(r.seed for r in done if not r.episodes_after)}
     if compared and baseline:
         shared = sorted(set(after) & set(baseline))
         per_seed = {seed: suite_success(after[seed]) - suite_success(baseline[seed]) for seed in shared}
+        per_seed.update(_summary_differences(done, outcome, exclude=shared))
         difference = paired_difference(after, baseline)
         stats["vs_outcome"] = None if difference is None else {
-            **difference.as_dict(), "seeds": len(shared), "per_seed": {str(k): v for k, v in per_seed.items()},
+            **difference.as_dict(), "seeds": len(shared),
+            "per_seed": {str(k): v for k, v in sorted(per_seed.items())},
             "p_sign_flip_seeds": sign_flip_p(list(per_seed.values())),
             "p_permutation_episodes": paired_permutation_p(after, baseline),
         }
     tasks = sorted({task for episodes in (*before.values(), *after.values()) for task in episodes})
-    stats["per_task"] = {task: {"before": _task_rates(before, task), "after": _task_rates(after, task)}
-                         for task in tasks}
+    stats["per_task"] = {task: {"before": _task_rates(before, task, done, "before"),
+                                "after": _task_rates(after, task, done, "after")} for task in tasks}
     return stats
 
 
-def _task_rates(runs: Mapping[int, Episodes], task: str) -> dict[str, Any]:
-    rates = {seed: statistics.fmean(e[task].values()) for seed, e in sorted(runs.items()) if e.get(task)}
+def _summary_differences(done: Sequence[RunResult], outcome: Sequence[RunResult],
+                         exclude: Sequence[int]) -> dict[int, float]:
+    """Per seed not in ``exclude``, success after RL minus outcome-only's on that seed, from the summaries."""
+    theirs = {r.seed: r.after["success"] for r in outcome if r.after is not None and "success" in r.after}
+    return {r.seed: r.after["success"] - theirs[r.seed] for r in done
+            if r.seed not in exclude and r.seed in theirs and r.after is not None and "success" in r.after}
+
+
+def _task_rates(runs: Mapping[int, Episodes], task: str, done: Sequence[RunResult] = (),
+                when: str = "after") -> dict[str, Any]:
+    """A task's success per seed: from the episodes where they are on disk, else from the run's summary
+    (``success/<task>``); ``episodes`` counts the episodes read from disk only."""
+    rates = {seed: statistics.fmean(e[task].values()) for seed, e in runs.items() if e.get(task)}
+    for run in done:
+        summary = run.before if when == "before" else run.after
+        if run.seed not in runs and summary is not None and f"success/{task}" in summary:
+            rates[run.seed] = float(summary[f"success/{task}"])
+    rates = dict(sorted(rates.items()))
     return {"mean": statistics.fmean(rates.values()) if rates else None, "episodes": sum(
         len(e.get(task, {})) for e in runs.values()), "per_seed": {str(k): v for k, v in rates.items()}}
 
@@ -795,6 +820,13 @@ def render_intervals(table: Mapping[str, Mapping[str, Any]]) -> list[str]:
         lines.append(f"| {variant} | {interval_text(row.get('before_ci'))} | {interval_text(row.get('after_ci'))} "
                      f"| {interval_text(versus) if versus else '–'} | {_p(versus.get('p_sign_flip_seeds'))} "
                      f"| {_p(versus.get('p_permutation_episodes'))} |")
+    for variant, row in table.items():
+        missing, kept = row.get("seeds_without_episodes") or [], row.get("episode_seeds") or []
+        if missing:
+            lines += ["", f"`{variant}`: no evaluation episodes on disk for seed(s) "
+                      f"{', '.join(map(str, missing))} (their summaries only): they count in the sign-flip test and "
+                      f"the per-task rows; the intervals and the episode permutation test cover seed(s) "
+                      f"{', '.join(map(str, kept)) or 'none'}."]
     tasks = sorted({task for row in table.values() for task in (row.get("per_task") or {})})
     if tasks:
         lines += ["", "Success per task in %, before → after (mean over seeds; per seed in brackets):", "",
