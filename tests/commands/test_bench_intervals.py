@@ -123,6 +123,7 @@ def test_a_seed_kept_as_summaries_only_counts_where_its_summary_suffices(tmp_pat
             if seed != 2:  # seed 2: its evaluation files are gone, its summary says 10 points more for admire
                 write_eval(start, 0, {"miniwob/a": 0.2, "miniwob/b": 0.1})
                 write_eval(folder, 3, rate)
+                (folder / "metrics.jsonl").write_text(json.dumps({"step": 0, "adv/nonzero_frac": 0.5}) + "\n")
             more = 0.1 if seed == 2 and variant == "admire" else 0.0
             after = {"miniwob/a": rate["miniwob/a"] + more, "miniwob/b": rate["miniwob/b"]}
             summary = {"success": sum(after.values()) / 2, **{f"success/{t}": v for t, v in after.items()}}
@@ -139,3 +140,5 @@ def test_a_seed_kept_as_summaries_only_counts_where_its_summary_suffices(tmp_pat
     assert admire["per_task"]["miniwob/a"]["before"]["per_seed"]["2"] == pytest.approx(0.2)
     assert "`admire`: no evaluation episodes on disk for seed(s) 2" in markdown
     assert "cover seed(s) 0, 1." in markdown
+    assert admire["metrics_seeds"] == [0, 1] and admire["utilisation"] == pytest.approx(0.5)
+    assert "`admire`: utilisation, milestone cost, coverage and step gap are means over seed(s) 0, 1," in markdown

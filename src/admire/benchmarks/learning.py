@@ -659,6 +659,7 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "step_gap_norm": _mean(r.step_gap_norm for r in done),
             "wall_s": _mean(r.wall_s for r in done),
             "cpu_s": _mean(r.cpu_s for r in done),
+            "metrics_seeds": sorted(r.seed for r in done if r.epochs),
             **episode_statistics(done, [r for r in results if r.variant == baseline and r.ok], variant != baseline),
             "not_ok": [{"run": r.name, "status": r.status, "exit_code": r.exit_code, "log": r.log, "note": r.note}
                        for r in runs if not r.ok],
@@ -774,6 +775,11 @@ def render_markdown(results: Sequence[RunResult], table: Mapping[str, Mapping[st
             f"| {_per_seed(runs)} | {mean_pm_std(row['gain_over_outcome'])} | {env_steps} "
             f"| {percent(row['utilisation'])}% | {percent(row['milestone_cost'])}% | {percent(row['coverage'])}% "
             f"| {_gap(row)} |")
+    for variant, row in table.items():
+        measured = row.get("metrics_seeds")
+        if measured is not None and len(measured) < row["ok"]:
+            lines += ["", f"`{variant}`: utilisation, milestone cost, coverage and step gap are means over seed(s) "
+                      f"{', '.join(map(str, measured)) or 'none'}, the finished runs with a metrics.jsonl on disk."]
     lines += render_intervals(table)
     lines += render_sweep(table, best or {})
     lines += render_tables(table, not_run or {})
