@@ -29,6 +29,7 @@ Usage::
     admire bench learning --suite miniwob-demo --table 4      # GRPO / RLOO / DAPO, with and without milestones
     admire bench learning --quick                  # two tiny runs on miniwob-smoke (a smoke test)
     admire bench learning --report-only --out bench-results/learning-miniwob-long
+    admire bench learning --report-only --out OUT --archive docs/results/NAME  # small enough to commit
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from admire.benchmarks.intervals import (
     sign_flip_p,
     suite_success,
 )
+from admire.benchmarks.learning_archive import START_HASH, archive
 from admire.benchmarks.paper_tables import TABLES, hand_written_milestones, not_runnable, render_tables, table_variants
 from admire.benchmarks.sweep import (
     NO_SWEEP,
@@ -911,7 +913,10 @@ def shared_starts(runs_dir: Path) -> dict[str, str]:
             found[entry.parents[1].name] = str(json.loads(entry.read_text(encoding="utf-8"))["tensors_sha256"])
         except (OSError, ValueError, KeyError, TypeError):
             found[entry.parents[1].name] = "unreadable"
-    return found
+    for entry in sorted(runs_dir.glob(f"{START}*-s*/checkpoints/{START_HASH}")):  # an archive keeps the hash only
+        if base_variant(entry.parents[1].name.rpartition("-s")[0]) == START:
+            found.setdefault(entry.parents[1].name, entry.read_text(encoding="utf-8").strip() or "unreadable")
+    return dict(sorted(found.items()))
 
 
 def write_report(out: Path, suite: str | None, executions: Mapping[str, Execution] | None = None,
@@ -1027,6 +1032,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true",
                         help="keep finished runs, continue unfinished ones from their last checkpoint")
     parser.add_argument("--report-only", action="store_true", help="only re-read the runs under --out")
+    parser.add_argument("--archive", default=None, metavar="DIR",
+                        help="after the report, copy what it reads into DIR, small enough to commit (the "
+                             "evaluation episodes without their screens); --report-only --out DIR re-reads it")
     args = parser.parse_args(argv)
     args.explicit_suite = args.suite  # --report-only otherwise names the suite its runs were trained on
     if args.quick:
@@ -1062,9 +1070,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"admire bench learning: {exc}", file=sys.stderr)
         return 2
+    if args.archive is not None and Path(args.archive).resolve() == out.resolve():
+        print(f"admire bench learning: --archive {args.archive} is --out itself; name another folder",
+              file=sys.stderr)
+        return 2
     if args.report_only:
         markdown, results = write_report(out, args.explicit_suite)
         print(markdown)
+        _archive(out, args.archive)
         return 0 if results else 1
     existing = [s.name for s in plan if (out / "runs" / s.name).exists()]
     if existing and not args.resume:
@@ -1081,8 +1094,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     markdown, results = write_report(out, args.suite, executions, plan, common)
     print(markdown)
     print(f"[learning] wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'curves.png'}")
+    _archive(out, args.archive)
     planned = {s.name for s in plan}
     return 0 if all(r.ok for r in results if r.name in planned) else 1
+
+
+def _archive(out: Path, target: str | None) -> None:
+    if target is not None:
+        written = archive(out, Path(target))
+        size = sum(p.stat().st_size for p in written)
+        print(f"[learning] archived {len(written)} files ({size / 1e6:.1f} MB) into {target}; "
+              f"`admire bench learning --report-only --out {target}` re-reads them")
 
 
 if __name__ == "__main__":
