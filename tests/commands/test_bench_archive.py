@@ -41,6 +41,8 @@ def results_folder(tmp_path: Path) -> Path:
     write_run(runs / "start-s0", 0, 2)
     (runs / "start-s0" / "checkpoints" / "start.json").write_text(json.dumps({"tensors_sha256": "ab" * 32}))
     write_run(runs / "outcome-s0", 1, 4)
+    before = "trajectories/eval_epoch_0000.jsonl"  # an arm's copy of its start's evaluation before RL
+    (runs / "outcome-s0" / before).write_bytes((runs / "start-s0" / before).read_bytes())
     write_run(runs / "admire-s0", 1, 7)
     write_run(runs / "admire-s1", 1, 5, summary=False)  # unfinished: listed among the runs without a result
     (out / "invocations.jsonl").write_text(json.dumps({"suite": "miniwob-lm", "command": "admire bench learning "
@@ -58,6 +60,8 @@ def test_the_archive_re_reads_to_the_same_report_without_screens_or_checkpoints(
     assert not [f for f in files if f.endswith(".safetensors") or "train_epoch" in f]
     assert "runs/admire-s1/metrics.jsonl" in files and "runs/admire-s1/summary.json" not in files
     assert "runs/admire-s0/trajectories/eval_epoch_0001.jsonl" in files and "invocations.jsonl" in files
+    assert "runs/outcome-s0/trajectories/eval_epoch_0000.jsonl" not in files  # the start's is read instead
+    assert "runs/start-s0/trajectories/eval_epoch_0000.jsonl" in files
 
     kept = Trajectory.from_json((archived / "runs/admire-s0/trajectories/eval_epoch_0001.jsonl").read_text()
                                 .splitlines()[0])

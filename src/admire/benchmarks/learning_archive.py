@@ -8,7 +8,8 @@ archive keeps what ``--report-only`` reads, and nothing it does not:
 - per run: ``summary.json``, ``metrics.jsonl`` and ``status.txt`` (not its log);
 - per run, its evaluation episodes (``trajectories/eval_epoch_*.jsonl``) without their screens: each step keeps
   the model's answer, the action and its descriptions, and drops the observation (the goal stays), the
-  per-token log-probs and the timings. The intervals and paired tests need only task, seed and outcome;
+  per-token log-probs and the timings (an arm's copy of its start's evaluation before RL is left out: the
+  report reads the start's). The intervals and paired tests need only task, seed and outcome;
 - per start, the hash of the weights every arm of its seed began from (``checkpoints/start.sha256``), in place
   of the checkpoint itself.
 
@@ -41,12 +42,23 @@ def archive(out: Path, target: Path) -> list[Path]:
         into = target / "runs" / run.name
         written += [_copy(run / name, into / name) for name in RUN_FILES if (run / name).is_file()]
         for path in sorted((run / "trajectories").glob("eval_epoch_*.jsonl")):
-            written.append(_write(into / "trajectories" / path.name, without_screens(path)))
+            if not _copy_of_its_start(path, out / "runs"):
+                written.append(_write(into / "trajectories" / path.name, without_screens(path)))
         start = run / "checkpoints" / "start.json"
         if start.is_file():
             digest = str(json.loads(start.read_text(encoding="utf-8")).get("tensors_sha256", "unreadable"))
             written.append(_write(into / "checkpoints" / START_HASH, digest + "\n"))
     return written
+
+
+def _copy_of_its_start(path: Path, runs: Path) -> bool:
+    """Whether ``path`` is an arm's evaluation before RL that its seed's start wrote (an arm that begins from a
+    shared start holds a copy of it): the report reads the start's when the arm's is missing."""
+    run = path.parents[1].name
+    variant, _, seed = run.rpartition("-s")
+    start = runs / f"start-s{seed}" / "trajectories" / path.name
+    return (path.name == "eval_epoch_0000.jsonl" and variant != "start" and start.is_file()
+            and start.read_bytes() == path.read_bytes())
 
 
 def without_screens(path: Path) -> str:
