@@ -10,8 +10,8 @@ archive keeps what ``--report-only`` reads, and nothing it does not:
   the model's answer, the action and its descriptions, and drops the observation (the goal stays), the
   per-token log-probs and the timings (an arm's copy of its start's evaluation before RL is left out: the
   report reads the start's). The intervals and paired tests need only task, seed and outcome;
-- per start, the hash of the weights every arm of its seed began from (``checkpoints/start.sha256``), in place
-  of the checkpoint itself.
+- per run holding a start checkpoint (a start, and each arm begun from it), the hash of those weights
+  (``checkpoints/start.sha256``) in place of the checkpoint: the arms of a seed can be seen to share theirs.
 
 ``admire bench learning --report-only --out DIR`` on the archive then prints the same tables as on the folder.
 """
