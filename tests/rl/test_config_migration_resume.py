@@ -27,6 +27,8 @@ FAKE = ["env.src=[fake-form]", "env.suite=fake-form/login", "env.max_envs=[1]", 
         "tracking.swanlab=null"]
 # What a run written before each later key behaved with, given explicitly (an unknown key needs Hydra's +).
 LEGACY = [f"{key}={hydra_value(value)}" for key, value in LEGACY_DEFAULTS.items()]
+
+
 class ResumableFormPolicy(FormPolicy):
     """``FormPolicy`` whose sampler's state travels with its weights, as the ``dom`` and ``lm`` policies' do:
     a resumed run then samples what the uninterrupted one sampled."""

@@ -57,7 +57,7 @@ from admire.benchmarks.intervals import (
     sign_flip_p,
     suite_success,
 )
-from admire.benchmarks.learning_archive import START_HASH, archive
+from admire.benchmarks.learning_archive import START_HASH, archive, check_target
 from admire.benchmarks.paper_tables import TABLES, hand_written_milestones, not_runnable, render_tables, table_variants
 from admire.benchmarks.sweep import (
     NO_SWEEP,
@@ -703,8 +703,10 @@ def episode_statistics(done: Sequence[RunResult], outcome: Sequence[RunResult], 
             "p_permutation_episodes": paired_permutation_p(after, baseline),
         }
     tasks = sorted({task for episodes in (*before.values(), *after.values()) for task in episodes})
-    stats["per_task"] = {task: {"before": _task_rates(before, task, done, "before"),
-                                "after": _task_rates(after, task, done, "after")} for task in tasks}
+    summaries_before = {r.seed: r.before for r in done if r.before is not None}
+    summaries_after = {r.seed: r.after for r in done if r.after is not None}
+    stats["per_task"] = {task: {"before": _task_rates(before, task, summaries_before),
+                                "after": _task_rates(after, task, summaries_after)} for task in tasks}
     return stats
 
 
@@ -716,15 +718,14 @@ def _summary_differences(done: Sequence[RunResult], outcome: Sequence[RunResult]
             if r.seed not in exclude and r.seed in theirs and r.after is not None and "success" in r.after}
 
 
-def _task_rates(runs: Mapping[int, Episodes], task: str, done: Sequence[RunResult] = (),
-                when: str = "after") -> dict[str, Any]:
-    """A task's success per seed: from the episodes where they are on disk, else from the run's summary
+def _task_rates(runs: Mapping[int, Episodes], task: str,
+                summaries: Mapping[int, Mapping[str, float]]) -> dict[str, Any]:
+    """A task's success per seed: from the episodes where they are on disk, else from the seed's summary
     (``success/<task>``); ``episodes`` counts the episodes read from disk only."""
     rates = {seed: statistics.fmean(e[task].values()) for seed, e in runs.items() if e.get(task)}
-    for run in done:
-        summary = run.before if when == "before" else run.after
-        if run.seed not in runs and summary is not None and f"success/{task}" in summary:
-            rates[run.seed] = float(summary[f"success/{task}"])
+    for seed, summary in summaries.items():
+        if seed not in runs and f"success/{task}" in summary:
+            rates[seed] = float(summary[f"success/{task}"])
     rates = dict(sorted(rates.items()))
     return {"mean": statistics.fmean(rates.values()) if rates else None, "episodes": sum(
         len(e.get(task, {})) for e in runs.values()), "per_seed": {str(k): v for k, v in rates.items()}}
@@ -1067,12 +1068,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tuned = tuned_overrides(Path(args.tuned_from), list(dict.fromkeys(wanted)), args.suite) \
             if args.tuned_from else {}
         plan = build_plan(args.variants, args.seeds, common, out, settings, tuned)
+        if args.archive is not None:
+            check_target(out, Path(args.archive))
     except ValueError as exc:
         print(f"admire bench learning: {exc}", file=sys.stderr)
-        return 2
-    if args.archive is not None and Path(args.archive).resolve() == out.resolve():
-        print(f"admire bench learning: --archive {args.archive} is --out itself; name another folder",
-              file=sys.stderr)
         return 2
     if args.report_only:
         markdown, results = write_report(out, args.explicit_suite)

@@ -31,9 +31,7 @@ START_HASH = "start.sha256"
 def archive(out: Path, target: Path) -> list[Path]:
     """Copy ``out``'s report inputs into ``target`` (created; files already there are replaced) and return the
     files written. An unfinished run keeps what it has (its metrics and status), so the report still lists it
-    among the runs without a result; the runs' logs stay behind."""
-    if target.resolve() == out.resolve():
-        raise ValueError(f"--archive {target} is the results folder itself; name another folder")
+    among the runs without a result; the runs' logs stay behind. ``check_target`` first."""
     written: list[Path] = []
     for name in REPORT_FILES:
         if (out / name).is_file():
@@ -49,6 +47,12 @@ def archive(out: Path, target: Path) -> list[Path]:
             digest = str(json.loads(start.read_text(encoding="utf-8")).get("tensors_sha256", "unreadable"))
             written.append(_write(into / "checkpoints" / START_HASH, digest + "\n"))
     return written
+
+
+def check_target(out: Path, target: Path) -> None:
+    """Refuse an archive into the results folder itself (it would copy each file onto itself)."""
+    if target.resolve() == out.resolve():
+        raise ValueError(f"--archive {target} is --out itself; name another folder")
 
 
 def _copy_of_its_start(path: Path, runs: Path) -> bool:
